@@ -1,0 +1,152 @@
+"""Command line: ``terminal-tools`` and ``python -m terminal_tools``.
+
+In stdio mode stdout carries JSON-RPC only: no banner, no print; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import ipaddress
+import logging
+import os
+import secrets
+import signal
+import sys
+from types import FrameType
+
+from . import __version__
+from .config import Settings, env_name
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="terminal-tools",
+        description="MCP server giving AI agents a complete, fast and safe terminal. Every "
+        "option can also be set with the TERMINAL_TOOLS_* variable named after it.",
+    )
+    add = parser.add_argument
+    add("--transport", choices=["stdio", "http"], help=f"default stdio ({env_name('transport')})")
+    add("--host", help=f"HTTP bind address, default 127.0.0.1 ({env_name('host')})")
+    add("--port", type=int, help=f"HTTP port, default 8765 ({env_name('port')})")
+    add(
+        "--tools",
+        choices=["basic", "advanced", "all"],
+        help=f"tool categories to serve, default all ({env_name('tools')})",
+    )
+    add("--workdir", help=f"default working directory of every tool ({env_name('workdir')})")
+    add("--log-level", help=f"log level on stderr, default WARNING ({env_name('log_level')})")
+    add(
+        "--login-path",
+        action="store_true",
+        default=None,
+        help=f"take PATH from the user's login shell ({env_name('login_path')})",
+    )
+    add("--version", action="version", version=f"terminal-tools {__version__}")
+    return parser
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _install_signal_handlers() -> None:
+    from .server import kill_everything_now
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        # FastMCP skips its lifespan teardown on SIGTERM/SIGHUP and hangs on SIGINT while
+        # the stdin reader blocks; end every child here and leave at once.
+        kill_everything_now()
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, handle)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    # No network at startup and no surprises from a stray .env in the launch directory.
+    os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+    os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+    os.environ.setdefault("FASTMCP_ENV_FILE", os.devnull)
+    try:
+        settings = Settings.from_env(
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            tools=args.tools,
+            workdir=args.workdir,
+            log_level=args.log_level,
+            login_path=args.login_path,
+        )
+        if settings.workdir:
+            workdir = os.path.abspath(os.path.expanduser(settings.workdir))
+            if not os.path.isdir(workdir):
+                raise ValueError(f"--workdir is not a directory: {workdir}")
+            settings = _replace(settings, workdir=workdir)
+    except ValueError as exc:
+        print(f"terminal-tools: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", settings.log_level.upper())
+
+    from .server import build_server
+
+    _install_signal_handlers()
+    if settings.transport == "stdio":
+        build_server(settings).run(transport="stdio", show_banner=False)
+        return
+    _run_http(settings, build_server)
+
+
+def _run_http(settings: Settings, build_server) -> None:
+    from fastmcp.server.auth.providers.debug import DebugTokenVerifier
+
+    token = settings.token
+    if not token:
+        if not _is_loopback(settings.host):
+            print(
+                f"terminal-tools: refusing to bind {settings.host} without a token; set "
+                f"{env_name('token')} (anyone who can reach the port could run commands)",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+        token = secrets.token_urlsafe(32)
+        print(
+            f"terminal-tools: HTTP bearer token (set {env_name('token')} to choose one): {token}",
+            file=sys.stderr,
+            flush=True,
+        )
+    expected = token
+    verifier = DebugTokenVerifier(
+        validate=lambda candidate: hmac.compare_digest(candidate, expected),
+        client_id="local",
+    )
+    mcp = build_server(settings, auth=verifier)
+    print(
+        f"terminal-tools: serving on http://{settings.host}:{settings.port}/mcp",
+        file=sys.stderr,
+        flush=True,
+    )
+    mcp.run(
+        transport="http",
+        host=settings.host,
+        port=settings.port,
+        host_origin_protection="auto",
+        show_banner=False,
+    )
+
+
+def _replace(settings: Settings, **changes: object) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""The core: processes, jobs, buffers, analysis. Never imports FastMCP."""

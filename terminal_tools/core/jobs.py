@@ -1,0 +1,493 @@
+"""Background jobs: long-running commands the agent follows by byte offset.
+
+A job is a :class:`ManagedProcess` plus bookkeeping: id, name, status, retention. The
+manager starts jobs, adopts running ``terminal_exec`` commands (auto-promotion, with no
+byte lost or repeated: the same buffers simply change owner), answers offset-based and
+blocking reads, delivers signals and stdin, and forgets exited jobs after a count and a
+TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import regex
+
+from ..config import Settings
+from ..errors import UserError
+from ..models import JobInfo, JobLogs, JobStatus
+from .buffers import StreamBuffer, decode_page
+from .commands import CommandPlan
+from .processes import ManagedProcess, ProcessRegistry, SpawnSpec
+from .semantics import Verdict, classify_exit
+
+Progress = Callable[[float, str], Awaitable[None]]
+
+SIGNALS = {
+    "signal_int": signal.SIGINT,
+    "signal_term": signal.SIGTERM,
+    "signal_kill": signal.SIGKILL,
+    "signal_hup": signal.SIGHUP,
+    "signal_usr1": signal.SIGUSR1,
+    "signal_usr2": signal.SIGUSR2,
+}
+
+
+def iso(wall: float | None) -> str | None:
+    if wall is None:
+        return None
+    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class Job:
+    id: str
+    name: str | None
+    plan: CommandPlan
+    process: ManagedProcess
+    auto_backgrounded: bool
+    timeout_sec: float | None
+    ended_wall: float | None = None
+    verdict: Verdict | None = None
+    forgotten: bool = False
+    stream_names: tuple[str, ...] = field(default=("stdout", "stderr"))
+
+    @property
+    def merged(self) -> bool:
+        return self.process.stderr is None
+
+    @property
+    def status(self) -> JobStatus:
+        if not self.process.done.is_set():
+            return "running"
+        if self.process.timed_out:
+            return "timed_out"
+        if self.process.killed_by_request:
+            return "killed"
+        return "exited"
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.process.returncode if self.process.done.is_set() else None
+
+    def buffer(self, stream: str) -> StreamBuffer:
+        if self.merged:
+            if stream == "stderr":
+                raise UserError(
+                    f"job {self.id} merges stderr into stdout: read stream 'stdout' (or 'merged')"
+                )
+            return self.process.stdout
+        if stream == "merged":
+            raise UserError(
+                f"job {self.id} keeps stdout and stderr apart (merge_stderr was false): read "
+                "'stdout' or 'stderr'"
+            )
+        if stream == "stderr":
+            assert self.process.stderr is not None
+            return self.process.stderr
+        return self.process.stdout
+
+    def info(self) -> JobInfo:
+        process = self.process
+        verdict = self.verdict
+        return JobInfo(
+            job_id=self.id,
+            name=self.name,
+            command=self.plan.command,
+            cwd=self.plan.cwd,
+            pid=process.pid,
+            status=self.status,
+            exit_code=self.exit_code,
+            semantic_status=verdict.status if verdict else None,
+            semantic_message=verdict.message if verdict else None,
+            started_at=iso(process.started_wall) or "",
+            ended_at=iso(self.ended_wall),
+            runtime_ms=process.runtime_ms,
+            stdout_bytes=process.stdout.total,
+            stderr_bytes=process.stderr.total if process.stderr else 0,
+            merged=self.merged,
+            auto_backgrounded=self.auto_backgrounded,
+            timed_out=process.timed_out,
+            last_line=_last_line(process),
+        )
+
+
+def _last_line(process: ManagedProcess) -> str | None:
+    for buffer in (process.stdout, process.stderr):
+        if buffer is None or buffer.total == 0:
+            continue
+        tail = buffer.read(max(0, buffer.total - 4096), 4096).data
+        lines = [line for line in tail.decode("utf-8", "replace").splitlines() if line.strip()]
+        if lines:
+            return lines[-1][-300:]
+    return None
+
+
+class JobManager:
+    def __init__(self, registry: ProcessRegistry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    # -- creation --------------------------------------------------------------------------
+
+    @property
+    def running(self) -> list[Job]:
+        return [job for job in self._jobs.values() if job.status == "running"]
+
+    def has_room(self) -> bool:
+        return len(self.running) < self.settings.max_jobs
+
+    def _cap_message(self) -> str:
+        names = ", ".join(
+            f"{job.id}{f' ({job.name})' if job.name else ''}: {job.plan.command[:60]}"
+            for job in self.running
+        )
+        return (
+            f"too many running jobs ({self.settings.max_jobs}, the max_jobs setting); "
+            f"wait for one or stop it with terminal_job_manage. Running: {names}"
+        )
+
+    async def start(
+        self,
+        plan: CommandPlan,
+        *,
+        name: str | None,
+        merge_stderr: bool,
+        timeout_sec: float | None,
+    ) -> Job:
+        self.prune()
+        if not self.has_room():
+            raise UserError(self._cap_message())
+        spec = SpawnSpec(
+            argv=plan.argv,
+            cwd=plan.cwd,
+            env=plan.env,
+            keep_stdin_open=True,
+            merge_stderr=merge_stderr,
+            limits=plan.limits,
+            spool_limit=self.settings.job_spool_bytes,
+        )
+        process = await self.registry.spawn(spec)
+        process.set_deadline(timeout_sec)
+        return self._register(plan, process, name=name, promoted=False, timeout_sec=timeout_sec)
+
+    def adopt(
+        self, plan: CommandPlan, process: ManagedProcess, timeout_sec: float | None
+    ) -> Job | None:
+        """Take over a running command; ``None`` when the job cap leaves no room."""
+        self.prune()
+        if not self.has_room():
+            return None
+        for buffer in (process.stdout, process.stderr):
+            if buffer is not None:
+                buffer.raise_spool_limit(self.settings.job_spool_bytes)
+        return self._register(plan, process, name=None, promoted=True, timeout_sec=timeout_sec)
+
+    def _register(
+        self,
+        plan: CommandPlan,
+        process: ManagedProcess,
+        *,
+        name: str | None,
+        promoted: bool,
+        timeout_sec: float | None,
+    ) -> Job:
+        job_id = "job_" + secrets.token_hex(4)
+        job = Job(job_id, name, plan, process, promoted, timeout_sec)
+        self._jobs[job_id] = job
+        watcher = asyncio.ensure_future(self._watch(job))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        return job
+
+    async def _watch(self, job: Job) -> None:
+        await job.process.done.wait()
+        job.ended_wall = time.time()
+        job.verdict = self.verdict(job)
+        self.prune()
+
+    def verdict(self, job: Job) -> Verdict:
+        process = job.process
+        if process.timed_out:
+            return Verdict(
+                "error", f"Timed out after {job.timeout_sec:g} s; the process tree was killed"
+            )
+        code = process.returncode if process.returncode is not None else -1
+        stderr_tail = ""
+        source = process.stderr or process.stdout
+        if code in (126, 127):
+            stderr_tail = source.read(max(0, source.total - 2048), 2048).data.decode(
+                "utf-8", "replace"
+            )
+        return classify_exit(
+            code, job.plan.analysis, shell_kind=job.plan.shell_kind, stderr_tail=stderr_tail
+        )
+
+    # -- lookup and retention ----------------------------------------------------------------
+
+    def get(self, key: str) -> Job:
+        self.prune()
+        job = self._jobs.get(key)
+        if job is None:
+            named = [j for j in self._jobs.values() if j.name == key]
+            job = named[-1] if named else None
+        if job is None:
+            known = (
+                ", ".join(
+                    f"{j.id}{f' ({j.name})' if j.name else ''} [{j.status}]"
+                    for j in self._jobs.values()
+                )
+                or "none"
+            )
+            raise UserError(
+                f"unknown job {key!r}. Known jobs: {known}. Exited jobs are kept for "
+                f"{self.settings.exited_job_ttl_sec:g} s, the last "
+                f"{self.settings.exited_jobs_kept} of them."
+            )
+        return job
+
+    def list(self) -> list[JobInfo]:
+        self.prune()
+        return [job.info() for job in self._jobs.values()]
+
+    def forget(self, job: Job) -> None:
+        if job.status == "running":
+            raise UserError(
+                f"job {job.id} is still running: stop it first (action signal_term or signal_kill)"
+            )
+        self._drop(job)
+
+    def prune(self) -> None:
+        """Forget exited jobs past the TTL, then the oldest past the count."""
+        now = time.time()
+        exited = [j for j in self._jobs.values() if j.ended_wall is not None]
+        for job in exited:
+            if now - (job.ended_wall or now) > self.settings.exited_job_ttl_sec:
+                self._drop(job)
+        exited = [j for j in self._jobs.values() if j.ended_wall is not None]
+        excess = len(exited) - self.settings.exited_jobs_kept
+        for job in exited[: max(0, excess)]:
+            self._drop(job)
+
+    def _drop(self, job: Job) -> None:
+        self._jobs.pop(job.id, None)
+        job.forgotten = True
+        job.process.stdout.release()
+        if job.process.stderr is not None:
+            job.process.stderr.release()
+
+    async def shutdown(self) -> None:
+        for watcher in list(self._watchers):
+            watcher.cancel()
+        for job in list(self._jobs.values()):
+            self._drop(job)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def logs(
+        self,
+        job: Job,
+        *,
+        stream: str,
+        since_offset: int,
+        max_bytes: int,
+        tail: bool,
+        wait_until_exit: bool,
+        wait_timeout_sec: float,
+        wait_for: str | None,
+        progress: Progress | None = None,
+    ) -> JobLogs:
+        buffer = job.buffer(stream)
+        if since_offset < 0:
+            raise UserError("since_offset must be >= 0")
+        if since_offset > buffer.total and not tail:
+            raise UserError(
+                f"since_offset {since_offset} is past the end of {stream} ({buffer.total} "
+                "bytes so far); continue from next_offset of your last read"
+            )
+        limit = self.settings.job_logs_max_bytes
+        if not 1 <= max_bytes <= limit:
+            raise UserError(f"max_bytes must be between 1 and {limit}")
+        if wait_timeout_sec < 0:
+            raise UserError("wait_timeout_sec must be >= 0")
+        waited_for = min(wait_timeout_sec, self.settings.wait_cap_sec)
+        notes = []
+        if wait_timeout_sec > self.settings.wait_cap_sec and (wait_until_exit or wait_for):
+            notes.append(
+                f"wait capped at {self.settings.wait_cap_sec:g} s; call again to "
+                "keep waiting (the job keeps running)"
+            )
+        pattern = None
+        if wait_for is not None:
+            try:
+                pattern = regex.compile(wait_for, regex.MULTILINE)
+            except regex.error as exc:
+                raise UserError(f"invalid wait_for regex: {exc}") from None
+        started = time.monotonic()
+        match_text: str | None = None
+        matched: bool | None = None
+        if pattern is not None:
+            match_text = await self._wait_for_match(
+                job, buffer, since_offset, pattern, waited_for, progress
+            )
+            matched = match_text is not None
+            if not matched and job.status == "running":
+                notes.append("wait_for did not match before the wait ended")
+        elif wait_until_exit:
+            await self._wait_exit(job, waited_for, progress)
+        if tail:
+            since_offset = max(buffer.first_available, buffer.total - max_bytes)
+        chunk = buffer.read(since_offset, max_bytes)
+        done = job.process.done.is_set()
+        text, used = decode_page(chunk.data, at_eof=done and chunk.end >= buffer.total)
+        next_offset = chunk.offset + used
+        verdict = job.verdict if done else None
+        if done and verdict is None:
+            verdict = self.verdict(job)
+        return JobLogs(
+            job_id=job.id,
+            name=job.name,
+            stream=stream,
+            data=text,
+            offset=chunk.offset,
+            next_offset=next_offset,
+            eof=done and next_offset >= buffer.total,
+            status=job.status,
+            exit_code=job.exit_code,
+            runtime_ms=job.process.runtime_ms,
+            truncated_bytes_dropped=chunk.dropped,
+            timed_out=job.process.timed_out,
+            semantic_status=verdict.status if verdict else None,
+            semantic_message=verdict.message if verdict else None,
+            total_bytes=buffer.total,
+            matched=matched,
+            match=match_text,
+            waited_ms=int((time.monotonic() - started) * 1000),
+            notes=notes,
+        )
+
+    async def _wait_exit(self, job: Job, timeout: float, progress: Progress | None) -> None:
+        await _with_progress(job.process.done.wait(), timeout, job, progress)
+
+    async def _wait_for_match(
+        self,
+        job: Job,
+        buffer: StreamBuffer,
+        since: int,
+        pattern: regex.Pattern[str],
+        timeout: float,
+        progress: Progress | None,
+    ) -> str | None:
+        """Wait until output after ``since`` matches; searched incrementally from the
+        start of the last incomplete line so that matches are not split across chunks."""
+        found: list[str] = []
+        scan_from = since
+
+        async def watch() -> None:
+            nonlocal scan_from
+            while True:
+                end = buffer.total
+                if end > scan_from:
+                    chunk = buffer.read(scan_from, end - scan_from)
+                    text = chunk.data.decode("utf-8", "replace")
+                    try:
+                        hit = pattern.search(text, timeout=self.settings.regex_timeout_sec)
+                    except TimeoutError:
+                        hit = None
+                    if hit:
+                        found.append(hit.group(0))
+                        return
+                    last_newline = chunk.data.rfind(b"\n")
+                    scan_from = (
+                        chunk.offset + last_newline + 1
+                        if last_newline >= 0
+                        else (scan_from if len(chunk.data) < 65536 else end)
+                    )
+                if job.process.done.is_set() and buffer.total <= end:
+                    return
+                waiter = asyncio.ensure_future(buffer.wait_beyond(end))
+                done_wait = asyncio.ensure_future(job.process.done.wait())
+                try:
+                    await asyncio.wait({waiter, done_wait}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                    done_wait.cancel()
+
+        await _with_progress(watch(), timeout, job, progress)
+        return found[0] if found else None
+
+    # -- control ---------------------------------------------------------------------------
+
+    async def send_signal(self, job: Job, action: str) -> tuple[bool, bool]:
+        """Deliver the signal to the job's group; returns (delivered, exited soon after)."""
+        if job.status != "running":
+            raise UserError(
+                f"job {job.id} has already ended ({job.status}, exit code "
+                f"{job.exit_code}); nothing to signal"
+            )
+        signum = SIGNALS[action]
+        if signum == signal.SIGKILL:
+            await self.registry.end_tree(job.process, gentle=False)
+            delivered = True
+        else:
+            delivered = job.process.signal_group(signum)
+        exited = await job.process.wait_done(self.settings.kill_grace_sec)
+        if exited and signum in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP):
+            job.process.killed_by_request = True
+        return delivered, exited
+
+    def write_stdin(self, job: Job, data: str) -> int:
+        if job.status != "running":
+            raise UserError(f"job {job.id} has ended; its stdin is closed")
+        payload = data.encode("utf-8")
+        try:
+            job.process.write_stdin(payload)
+        except ProcessLookupError:
+            raise UserError(
+                f"stdin of job {job.id} is closed"
+                + (" (auto-backgrounded commands have no stdin)" if job.auto_backgrounded else "")
+            ) from None
+        return len(payload)
+
+    def close_stdin(self, job: Job) -> None:
+        if not job.process.stdin_open:
+            raise UserError(f"stdin of job {job.id} is already closed")
+        job.process.close_stdin()
+
+
+async def _with_progress(
+    awaitable: Awaitable[object], timeout: float, job: Job, progress: Progress | None
+) -> None:
+    """Await ``awaitable`` for at most ``timeout`` s, reporting progress every second."""
+    task = asyncio.ensure_future(awaitable)
+    deadline = time.monotonic() + timeout
+    try:
+        while not task.done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.wait({task}, timeout=min(1.0, remaining))
+            if not task.done() and progress is not None:
+                elapsed = time.monotonic() - job.process.started
+                total = job.process.stdout.total + (
+                    job.process.stderr.total if job.process.stderr else 0
+                )
+                with contextlib.suppress(Exception):
+                    await progress(
+                        elapsed, f"{job.id} running {elapsed:.0f} s, {total} bytes of output"
+                    )
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,99 @@
+"""The services of one running server, created at startup and closed at shutdown.
+
+Nothing here knows about MCP: tests and benchmarks can drive a :class:`Runtime` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+
+from ..config import Settings
+from . import watchdog
+from .buffers import SpoolBudget
+from .jobs import JobManager
+from .processes import ProcessRegistry, new_instance_id
+from .shell import login_path, resolve_shell
+from .store import OutputStore
+
+log = logging.getLogger(__name__)
+
+
+def detect_user_shell() -> str | None:
+    """The shell the server was started from (reported only; never used to run zsh)."""
+    try:
+        import shellingham
+
+        return str(shellingham.detect_shell()[1])
+    except Exception:
+        return os.environ.get("SHELL")
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.instance = new_instance_id()
+        self.budget = SpoolBudget(settings.spool_total_bytes)
+        self.registry = ProcessRegistry(
+            instance=self.instance,
+            window_bytes=settings.job_window_bytes,
+            budget=self.budget,
+            kill_grace=settings.kill_grace_sec,
+            drain_grace=settings.drain_grace_sec,
+        )
+        self.store = OutputStore(settings.store_max_bytes, settings.store_ttl_sec)
+        self.jobs = JobManager(self.registry, settings)
+        self.server_cwd = os.getcwd()
+        self.base_env = dict(os.environ)
+        self.path_source = "server environment"
+        self.user_shell = detect_user_shell()
+        self.reaped_at_start = 0
+        self._startup: asyncio.Task[None] | None = None
+        self.closed = False
+        if settings.login_path:
+            self._capture_login_path()
+
+    def _capture_login_path(self) -> None:
+        shell = self.user_shell or resolve_shell().path
+        if not shell or "/" not in shell:
+            shell = resolve_shell().path
+        path = login_path(shell)
+        if path:
+            self.base_env["PATH"] = path
+            self.path_source = f"login shell ({shell})"
+        else:
+            log.warning("could not read PATH from the login shell %s; keeping the server's", shell)
+
+    def default_workdir(self) -> str:
+        return self.settings.workdir or self.server_cwd
+
+    async def start(self) -> None:
+        """Background startup work that must not delay the first request."""
+        self._startup = asyncio.ensure_future(self._reap_predecessors())
+
+    async def _reap_predecessors(self) -> None:
+        with contextlib.suppress(Exception):
+            self.reaped_at_start = await asyncio.to_thread(
+                watchdog.reap_predecessors, self.instance
+            )
+            if self.reaped_at_start:
+                log.warning(
+                    "ended %d processes left by a previous server that died", self.reaped_at_start
+                )
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._startup is not None:
+            self._startup.cancel()
+        await self.registry.shutdown()
+        await self.jobs.shutdown()
+        self.store.clear()
+        self.budget.cleanup()
+
+    def kill_all_now(self) -> None:
+        """For signal handlers: end every child synchronously."""
+        self.registry.kill_all_now()

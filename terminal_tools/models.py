@@ -1,0 +1,180 @@
+"""Typed results of every tool (pydantic models: clients get structuredContent and an
+outputSchema). Field descriptions are part of the public API and of the references."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SemanticStatus = Literal["ok", "signal", "error"]
+ShellKindField = Literal["bash", "sh", "powershell", "cmd", "direct"]
+JobStatus = Literal["running", "exited", "timed_out", "killed"]
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(Result):
+    """Resource limits for a command (applied with ulimit before it starts)."""
+
+    cpu_sec: int | None = Field(None, gt=0, description="CPU seconds (RLIMIT_CPU).")
+    rss_mb: int | None = Field(
+        None, gt=0, description="Memory in MiB, enforced as address space (RLIMIT_AS)."
+    )
+    fsize_mb: int | None = Field(None, gt=0, description="Largest file it may write, MiB.")
+    nofile: int | None = Field(None, gt=0, description="Open file descriptors.")
+
+
+class ExecResult(Result):
+    """The envelope of every spawn-style call."""
+
+    exit_code: int | None = Field(
+        description="Exit status; negative = killed by that signal; null while running "
+        "(auto_backgrounded) or when nothing was started (see error)."
+    )
+    stdout: str = Field(description="Standard output as text (noise-controlled unless raw).")
+    stderr: str = Field(description="Standard error as text.")
+    stdout_truncated_bytes: int = Field(
+        description="Bytes of stdout text not shown inline; >0 means read the rest through "
+        "output_handle."
+    )
+    stderr_truncated_bytes: int = Field(description="Same for stderr.")
+    runtime_ms: int = Field(description="Time from start to exit (or to now, if running).")
+    pid: int | None = Field(description="Process id of the command (its process group id).")
+    output_handle: str | None = Field(
+        description="Handle for terminal_output_get when output did not fit inline."
+    )
+    timed_out: bool = Field(description="True when timeout_sec expired and the tree was killed.")
+    semantic_status: SemanticStatus = Field(
+        description="What the exit means: ok, signal (killed by a signal) or error. Read "
+        "this before exit_code."
+    )
+    semantic_message: str | None = Field(
+        description="Why, e.g. 'No matches found' for grep exit 1."
+    )
+    warning: str | None = Field(description="Destructive pattern found in the command.")
+    auto_backgrounded: bool = Field(
+        description="True when the command outlived auto_background_after_sec and became a job."
+    )
+    job_id: str | None = Field(description="The job to follow with terminal_job_logs.")
+    shell_kind: ShellKindField | None = Field(
+        description="What ran the command: bash, sh, powershell, cmd, or direct (no shell)."
+    )
+    auto_shell: bool = Field(
+        description="True when shell syntax was detected and the command went through the "
+        "shell although shell=false."
+    )
+    error: str | None = Field(None, description="Why nothing was started, and what to fix.")
+    cwd: str | None = Field(None, description="Working directory the command ran in.")
+    stdout_bytes: int = Field(
+        0,
+        description="Raw bytes written to stdout so far: where terminal_job_logs continues "
+        "for an auto-backgrounded command.",
+    )
+    stderr_bytes: int = Field(0, description="Raw bytes written to stderr so far.")
+    output_dropped_bytes: int = Field(
+        0, description="Bytes of output that were not kept anywhere (past the retention caps)."
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="Remarks from the server (binary output, ...)."
+    )
+
+
+class OutputMatch(Result):
+    line: int = Field(description="1-based line number in the stream.")
+    text: str
+    before: list[str] = Field(default_factory=list)
+    after: list[str] = Field(default_factory=list)
+
+
+class OutputPage(Result):
+    output_handle: str
+    stream: Literal["stdout", "stderr"]
+    data: str = Field(description="Text of this page (empty with pattern).")
+    offset: int = Field(description="Byte offset where data starts.")
+    next_offset: int = Field(description="Pass as since_offset to continue.")
+    eof: bool = Field(description="True when next_offset is the end of the stream.")
+    expired: bool = Field(description="True when the handle is unknown, expired or evicted.")
+    total_bytes: int = Field(description="Size of the stored stream in bytes.")
+    truncated_bytes_dropped: int = Field(0, description="Bytes skipped because they were not kept.")
+    matches: list[OutputMatch] | None = Field(
+        None, description="Matching lines when `pattern` was given."
+    )
+    message: str | None = None
+
+
+class JobLogs(Result):
+    job_id: str
+    name: str | None
+    stream: Literal["stdout", "stderr", "merged"]
+    data: str = Field(description="Output text from offset to next_offset.")
+    offset: int = Field(description="Byte offset where data starts.")
+    next_offset: int = Field(
+        description="Pass as since_offset next time (never splits a UTF-8 character)."
+    )
+    eof: bool = Field(description="The job has exited and every byte has been read.")
+    status: JobStatus
+    exit_code: int | None
+    runtime_ms: int
+    truncated_bytes_dropped: int = Field(
+        description="Bytes between since_offset and offset that were not kept (the reader "
+        "fell behind the retention caps)."
+    )
+    timed_out: bool
+    semantic_status: SemanticStatus | None = Field(description="Set once the job has exited.")
+    semantic_message: str | None
+    total_bytes: int = Field(description="Bytes the stream has produced so far.")
+    matched: bool | None = Field(None, description="With wait_for: whether the pattern matched.")
+    match: str | None = Field(None, description="The text that matched wait_for.")
+    waited_ms: int = Field(0, description="Time spent waiting server-side.")
+    notes: list[str] = Field(default_factory=list)
+
+
+class JobInfo(Result):
+    job_id: str
+    name: str | None
+    command: str
+    cwd: str
+    pid: int
+    status: JobStatus
+    exit_code: int | None
+    semantic_status: SemanticStatus | None
+    semantic_message: str | None
+    started_at: str
+    ended_at: str | None
+    runtime_ms: int
+    stdout_bytes: int
+    stderr_bytes: int
+    merged: bool
+    auto_backgrounded: bool
+    timed_out: bool
+    last_line: str | None = Field(description="Last non-empty line of output.")
+
+
+class JobStarted(Result):
+    job_id: str
+    pid: int
+    name: str | None
+    started_at: str
+    merged: bool = Field(description="stderr is merged into stdout (read stream 'stdout').")
+    argv: list[str] = Field(description="The command as it runs.")
+    shell_kind: ShellKindField
+    auto_shell: bool
+    cwd: str
+    warning: str | None
+    timeout_sec: float | None = Field(description="Deadline from start; null = none.")
+
+
+class JobManaged(Result):
+    action: str
+    job_id: str | None = None
+    delivered: bool | None = Field(None, description="The signal reached the process group.")
+    signal: str | None = None
+    status: JobStatus | None = None
+    exit_code: int | None = None
+    exited: bool | None = Field(None, description="The job has exited (after a short grace).")
+    bytes_written: int | None = None
+    jobs: list[JobInfo] | None = None
+    message: str | None = None
