@@ -17,6 +17,7 @@ ENV_PREFIX = "TERMINAL_TOOLS_"
 
 Transport = Literal["stdio", "http"]
 ToolSelection = Literal["basic", "advanced", "all"]
+SearchEngine = Literal["auto", "ripgrep", "python"]
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -131,6 +132,10 @@ class Settings:
     )
 
     # Search
+    search_engine: SearchEngine = _setting(
+        "auto",
+        "Search engine: `auto` (ripgrep if found, else Python), `ripgrep` or `python`.",
+    )
     search_timeout_sec: float = _setting(
         20.0, "Time limit of one terminal_rg / terminal_glob call.", unit="s"
     )
@@ -223,7 +228,11 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
             return float(raw)
     except ValueError:
         raise ValueError(f"{name}: cannot read {raw!r} as {kind}") from None
-    literal = {"Transport": Transport, "ToolSelection": ToolSelection}.get(kind)
+    literal = {
+        "Transport": Transport,
+        "ToolSelection": ToolSelection,
+        "SearchEngine": SearchEngine,
+    }.get(kind)
     if literal is not None and raw not in get_args(literal):
         raise ValueError(f"{name}: expected one of {', '.join(get_args(literal))}, got {raw!r}")
     return raw

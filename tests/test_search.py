@@ -1,0 +1,244 @@
+"""terminal_rg and terminal_glob: one behaviour table, run against both engines."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from .conftest import call, call_error, make_client
+
+pytestmark = pytest.mark.anyio
+
+FILES: dict[str, bytes] = {
+    ".gitignore": b"*.log\nbuild/\n",
+    "app.py": b"def main():\n    print('Hello')\n\nTODO fix\n",
+    "src/util.py": b"import os\nHELLO = 1\nhello = 2\nhello = 3\n",
+    "src/.gitignore": b"secret*.txt\n!secret_ok.txt\n",
+    "src/secret1.txt": b"hello secret\n",
+    "src/secret_ok.txt": b"hello ok\n",
+    "notes.md": b"hello markdown\n",
+    "debug.log": b"hello log\n",
+    "build/out.py": b"hello build\n",
+    ".hidden/h.txt": b"hello hidden\n",
+    "deep/a/b/c.txt": b"hello deep\n",
+    "bin.dat": b"hello\x00binary\x00data",
+    "multi.txt": b"start\nfoo\nbar\nend\n",
+    "literal.txt": b"a.b here\naxb there\n",
+    "minified.js": b"var x=1;" * 2000 + b"needle" + b"var y=2;" * 2000 + b"\n",
+}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tree")
+    for name, content in FILES.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return root
+
+
+@pytest.fixture(params=["ripgrep", "python"])
+async def engine_client(request: pytest.FixtureRequest, tree: Path):
+    async with make_client(search_engine=request.param, workdir=str(tree)) as c:
+        c.engine = request.param  # type: ignore[attr-defined]
+        yield c
+
+
+async def rg(client: Client, **arguments) -> dict:
+    result = await call(client, "terminal_rg", **arguments)
+    assert result["engine"] == client.engine  # type: ignore[attr-defined]
+    return result
+
+
+def found(result: dict) -> set[tuple[str, int]]:
+    return {(m["path"], m["line"]) for m in result["matches"]}
+
+
+def paths(result: dict) -> set[str]:
+    return {m["path"] for m in result["matches"]}
+
+
+async def test_default_search_respects_ignores_hidden_and_binary(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello")
+    assert paths(result) == {"src/util.py", "src/secret_ok.txt", "notes.md",
+                             "deep/a/b/c.txt"}
+    assert result["truncated"] is None
+    assert result["files_matched"] == 4
+
+
+async def test_ignore_case(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", ignore_case=True, glob=["*.py"])
+    assert found(result) == {("app.py", 2), ("src/util.py", 2), ("src/util.py", 3),
+                             ("src/util.py", 4)}
+
+
+async def test_glob_exclusion(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", glob=["!*.txt"])
+    assert paths(result) == {"src/util.py", "notes.md"}
+
+
+async def test_type_filter(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", type_filter="md")
+    assert paths(result) == {"notes.md"}
+
+
+async def test_context_lines_are_grouped_with_their_match(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="foo", context=1, path="multi.txt")
+    assert result["matches"] == [{"path": "multi.txt", "line": 2, "text": "foo",
+                                  "before": ["start"], "after": ["bar"]}]
+
+
+async def test_max_count_per_file(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", path="src/util.py", max_count=1)
+    assert found(result) == {("util.py", 3)}
+
+
+async def test_max_depth(engine_client: Client) -> None:
+    shallow = await rg(engine_client, pattern="deep", max_depth=2)
+    assert shallow["matches"] == []
+    deep = await rg(engine_client, pattern="deep", max_depth=4)
+    assert paths(deep) == {"deep/a/b/c.txt"}
+
+
+async def test_hidden(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hidden", hidden=True)
+    assert paths(result) == {".hidden/h.txt"}
+
+
+async def test_no_ignore_against_nested_gitignore_with_negation(engine_client: Client) -> None:
+    honoured = await rg(engine_client, pattern="hello", path="src")
+    assert paths(honoured) == {"util.py", "secret_ok.txt"}
+    ignored = await rg(engine_client, pattern="hello", no_ignore=True)
+    assert {"src/secret1.txt", "debug.log", "build/out.py"} <= paths(ignored)
+
+
+async def test_fixed_strings(engine_client: Client) -> None:
+    regex = await rg(engine_client, pattern="a.b", path="literal.txt")
+    assert len(regex["matches"]) == 2
+    literal = await rg(engine_client, pattern="a.b", path="literal.txt", fixed_strings=True)
+    assert found(literal) == {("literal.txt", 1)}
+
+
+async def test_multiline(engine_client: Client) -> None:
+    assert (await rg(engine_client, pattern="foo\\nbar"))["matches"] == []
+    result = await rg(engine_client, pattern="foo\\nbar", multiline=True)
+    assert found(result) == {("multi.txt", 2), ("multi.txt", 3)}
+
+
+async def test_files_with_matches(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", files_with_matches=True)
+    assert set(result["files"]) == {"src/util.py", "src/secret_ok.txt", "notes.md",
+                                    "deep/a/b/c.txt"}
+    assert result["matches"] == []
+
+
+async def test_caps_are_reported(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="hello", max_results=2, no_ignore=True)
+    assert len(result["matches"]) == 2 and result["truncated"] == "max_results"
+
+
+async def test_long_lines_are_clipped_around_the_match(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="needle")
+    text = result["matches"][0]["text"]
+    assert "needle" in text and len(text) < 600 and "chars]" in text
+
+
+async def test_invalid_regex_is_a_clear_error(engine_client: Client) -> None:
+    error = await call_error(engine_client, "terminal_rg", pattern="(unclosed")
+    assert "regex" in error.lower()
+
+
+async def test_missing_path_is_a_clear_error(engine_client: Client) -> None:
+    error = await call_error(engine_client, "terminal_rg", pattern="x", path="nope/nothing")
+    assert "does not exist" in error
+
+
+async def test_unknown_type_is_a_clear_error(engine_client: Client) -> None:
+    error = await call_error(engine_client, "terminal_rg", pattern="x",
+                             type_filter="no-such-type")
+    assert "type" in error.lower()
+
+
+async def test_binary_files_are_skipped(engine_client: Client) -> None:
+    result = await rg(engine_client, pattern="binary")
+    assert "bin.dat" not in paths(result)
+
+
+async def test_unreadable_subtree_is_counted_not_fatal(engine_client: Client,
+                                                       tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root can read everything")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (tmp_path / "ok.txt").write_text("hello\n")
+    locked.chmod(0)
+    try:
+        result = await rg(engine_client, pattern="hello", path=str(tmp_path))
+        assert paths(result) == {"ok.txt"} and result["errors_count"] >= 1
+    finally:
+        locked.chmod(0o755)
+
+
+async def test_pathological_regex_is_bounded_in_the_python_engine(tmp_path: Path) -> None:
+    (tmp_path / "evil.txt").write_text("a" * 5000 + "b\n")
+    async with make_client(search_engine="python", regex_timeout_sec=0.5) as c:
+        started = time.monotonic()
+        result = await call(c, "terminal_rg", pattern="(a|aa)+$", path=str(tmp_path))
+        assert time.monotonic() - started < 10
+        assert result["matches"] == []
+
+
+# -- glob ----------------------------------------------------------------------------------
+
+
+async def glob(client: Client, **arguments) -> dict:
+    result = await call(client, "terminal_glob", **arguments)
+    assert result["engine"] == client.engine  # type: ignore[attr-defined]
+    return result
+
+
+async def test_glob_bare_stem_widens(engine_client: Client) -> None:
+    result = await glob(engine_client, pattern="util")
+    assert result["pattern"] == "**/*util*" and result["files"] == ["src/util.py"]
+
+
+async def test_glob_without_slash_is_recursive(engine_client: Client) -> None:
+    result = await glob(engine_client, pattern="*.py", sort="path")
+    assert result["files"] == ["app.py", "src/util.py"]
+    assert result["pattern"] == "**/*.py"
+
+
+async def test_glob_explicit_path_pattern(engine_client: Client) -> None:
+    result = await glob(engine_client, pattern="src/*.txt", sort="path")
+    assert result["files"] == ["src/secret_ok.txt"]
+
+
+async def test_glob_include_ignored(engine_client: Client) -> None:
+    result = await glob(engine_client, pattern="*.py", include_ignored=True, sort="path")
+    assert result["files"] == ["app.py", "build/out.py", "src/util.py"]
+
+
+async def test_glob_sorts_by_mtime_and_caps(engine_client: Client, tree: Path) -> None:
+    now = time.time()
+    os.utime(tree / "app.py", (now - 100, now - 100))
+    os.utime(tree / "src/util.py", (now, now))
+    result = await glob(engine_client, pattern="*.py", max_results=1)
+    assert result["files"] == ["src/util.py"]
+    assert result["total"] == 2 and result["truncated"] == "max_results"
+
+
+async def test_glob_missing_path(engine_client: Client) -> None:
+    error = await call_error(engine_client, "terminal_glob", pattern="*", path="nope")
+    assert "does not exist" in error
+
+
+async def test_explicit_include_glob_reaches_an_ignored_file(engine_client: Client) -> None:
+    # As in ripgrep: an include glob re-includes files an ignore file excludes (but not
+    # files inside ignored directories).
+    result = await rg(engine_client, pattern="hello", glob=["secret*.txt"])
+    assert paths(result) == {"src/secret1.txt", "src/secret_ok.txt"}
