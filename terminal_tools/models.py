@@ -223,3 +223,53 @@ class GlobResult(Result):
     sort: Literal["mtime", "path"]
     engine: Literal["ripgrep", "python"]
     elapsed_ms: int
+
+
+class PtyOpened(Result):
+    session_id: str
+    pid: int
+    shell: str
+    cwd: str
+    cols: int
+    rows: int
+    idle_timeout_sec: float = Field(description="The session closes after this long unused.")
+
+
+class PtyRunResult(Result):
+    session_id: str
+    output: str = Field(
+        description="Output of this call only: no echoed command, no "
+        "prompt, no completion marker; escapes and \\r redraws cleaned "
+        "unless raw."
+    )
+    output_truncated_bytes: int = Field(
+        0, description="Bytes cut from the middle of a very long output."
+    )
+    exit_code: int | None = Field(
+        description="Exit status of the command that finished (null while it runs)."
+    )
+    semantic_status: SemanticStatus | None = None
+    semantic_message: str | None = None
+    cwd: str = Field(description="The shell's working directory after the command.")
+    timed_out: bool = Field(
+        description="The wait ended before the command (or expect) did; the command keeps running."
+    )
+    running: bool = Field(description="A command is still running in the session.")
+    busy: bool = Field(False, description="Refused: another command is running (see message).")
+    more: bool = Field(False, description="read_only: output was still arriving.")
+    matched: bool | None = Field(None, description="expect: whether the pattern matched.")
+    match: str | None = Field(None, description="expect: the text that matched.")
+    screen: str | None = Field(None, description="The rendered screen (screen=true).")
+    cursor: list[int] | None = Field(None, description="Cursor [row, column], 1-based.")
+    cols: int
+    rows: int
+    next_offset: int = Field(description="Byte offset of the session's output read so far.")
+    warning: str | None = None
+    message: str | None = None
+
+
+class PtyClosed(Result):
+    session_id: str
+    output: str = Field(description="Output since the last read.")
+    exit_code: int | None = Field(description="The shell's exit status (negative: signal).")
+    message: str | None = None

@@ -74,6 +74,9 @@ class SpawnSpec:
     merge_stderr: bool = False
     limits: Limits | None = None
     spool_limit: int = 0
+    # The slave side of a PTY: becomes the child's stdin, stdout, stderr and controlling
+    # terminal. Output is then read from the master side by the PTY session, not here.
+    tty: int | None = None
 
 
 class ManagedProcess:
@@ -103,7 +106,7 @@ class ManagedProcess:
         self.done = asyncio.Event()  # exited and output fully collected
         self.listener: OutputListener | None = None
         self._transport: asyncio.SubprocessTransport | None = None
-        self._open_pipes = 1 if spec.merge_stderr else 2
+        self._open_pipes = 0 if spec.tty is not None else 1 if spec.merge_stderr else 2
         self._deadline: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._stdin_open = spec.stdin is not None or spec.keep_stdin_open
@@ -297,18 +300,21 @@ class ProcessRegistry:
         process = ManagedProcess(self, spec, owner)
         process.listener = listener
         argv = spec.limits.wrap(spec.argv, _bash_for_limits()) if spec.limits else spec.argv
-        stdin = (
-            subprocess.PIPE
-            if spec.stdin is not None or spec.keep_stdin_open
-            else (subprocess.DEVNULL)
-        )
+        stdin: int = subprocess.DEVNULL
+        if spec.stdin is not None or spec.keep_stdin_open:
+            stdin = subprocess.PIPE
+        stdout: int = subprocess.PIPE
+        stderr: int = subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE
+        if spec.tty is not None:
+            argv = [sys.executable, "-I", "-S", "-c", _CTTY_HELPER, *argv]
+            stdin = stdout = stderr = spec.tty
         loop = asyncio.get_running_loop()
         transport, _ = await loop.subprocess_exec(
             lambda: _Protocol(process),
             *argv,
             stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if spec.merge_stderr else subprocess.PIPE,
+            stdout=stdout,
+            stderr=stderr,
             cwd=spec.cwd,
             env=spec.env,
             start_new_session=True,
@@ -450,6 +456,16 @@ def _wait_gone(procs: list[psutil.Process], timeout: float) -> None:
             return
         time.sleep(0.02)
     raise TimeoutError
+
+
+# Runs in the new session before the real program: makes the PTY (fd 0) the controlling
+# terminal, which Ctrl-C, job control and programs that open /dev/tty need. Done in a
+# helper process because doing it between fork and exec (preexec_fn) is unsafe in a
+# threaded server.
+_CTTY_HELPER = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 def _bash_for_limits() -> str:

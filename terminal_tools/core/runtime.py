@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from . import watchdog
@@ -19,7 +20,18 @@ from .search import find_ripgrep
 from .shell import OWNER_ENV, login_path, resolve_shell
 from .store import OutputStore
 
+if TYPE_CHECKING:
+    from .pty import PtyManager
+
 log = logging.getLogger(__name__)
+
+
+def _pty_manager(registry: ProcessRegistry, settings: Settings) -> PtyManager | None:
+    if os.name != "posix":
+        return None  # no PTY support on Windows (the PTY tools are not registered)
+    from .pty import PtyManager  # needs termios
+
+    return PtyManager(registry, settings, {})
 
 
 def detect_user_shell() -> str | None:
@@ -46,6 +58,7 @@ class Runtime:
         )
         self.store = OutputStore(settings.store_max_bytes, settings.store_ttl_sec)
         self.jobs = JobManager(self.registry, settings)
+        self._ptys = _pty_manager(self.registry, settings)
         self.server_cwd = os.getcwd()
         self.base_env = dict(os.environ)
         self.path_source = "server environment"
@@ -56,6 +69,8 @@ class Runtime:
         self.closed = False
         if settings.login_path:
             self._capture_login_path()
+        if self._ptys is not None:
+            self._ptys.base_env = self.base_env
 
     def _capture_login_path(self) -> None:
         shell = self.user_shell or resolve_shell().path
@@ -67,6 +82,12 @@ class Runtime:
             self.path_source = f"login shell ({shell})"
         else:
             log.warning("could not read PATH from the login shell %s; keeping the server's", shell)
+
+    @property
+    def ptys(self) -> PtyManager:
+        if self._ptys is None:
+            raise RuntimeError("PTY sessions are not supported on this platform")
+        return self._ptys
 
     def search_env(self) -> dict[str, str]:
         """Environment for search helpers: ours, marked, with no ripgrep config file."""
@@ -97,6 +118,8 @@ class Runtime:
         self.closed = True
         if self._startup is not None:
             self._startup.cancel()
+        if self._ptys is not None:
+            await self._ptys.shutdown()
         await self.registry.shutdown()
         await self.jobs.shutdown()
         self.store.clear()

@@ -1,0 +1,590 @@
+"""PTY sessions: a persistent interactive bash in a pseudo-terminal.
+
+The shell runs ``bash --norc --noprofile --noediting -i`` in its own session with the PTY
+as its controlling terminal. Terminal echo is turned off and the prompts are empty, so
+what the shell writes after a command is exactly that command's output. The end of each
+command is detected by a marker the shell prints from ``PROMPT_COMMAND``::
+
+    ESC ] 7770 ; <session secret>:<prompt number> ; <exit status> ; <$PWD> BEL
+
+The secret is random per session and the prompt number grows by one per prompt, so every
+marker carries a token that no earlier output (a log being ``cat``-ed, ``echo "$PS1"``)
+can contain; markers are removed from everything returned. Everything the PTY prints is
+kept in a :class:`StreamBuffer` (offsets, like job logs) and fed to a terminal emulator
+(pyte) for the rendered screen.
+
+POSIX only: Windows has no PTY of this kind (ConPTY is not supported here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import re
+import secrets
+import struct
+import termios
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyte
+import regex
+
+from ..config import Settings
+from ..errors import UserError
+from .analysis import analyze, unbalanced_quote
+from .buffers import StreamBuffer
+from .destructive import destructive_warning
+from .noise import clean
+from .processes import ManagedProcess, ProcessRegistry, SpawnSpec
+from .semantics import Verdict, classify_exit
+from .shell import ShellError, child_environment, resolve_shell, shell_name
+
+_MARKER = re.compile(rb"\x1b\]7770;([0-9a-f]+):(\d+);(-?\d+);([^\x07]*)\x07")
+_MARKER_MAX = 4096  # a marker (with $PWD) is never longer than this
+_READ_SIZE = 65536
+_SETTLE_SEC = 0.3  # read_only: output is "settled" after this long without new bytes
+_READ_ONLY_MAX_SEC = 2.0
+
+# Named keys for raw_send, written as {Name} (case-insensitive).
+KEYS: dict[str, str] = {
+    "enter": "\r",
+    "return": "\r",
+    "tab": "\t",
+    "esc": "\x1b",
+    "escape": "\x1b",
+    "backspace": "\x7f",
+    "space": " ",
+    "up": "\x1b[A",
+    "down": "\x1b[B",
+    "right": "\x1b[C",
+    "left": "\x1b[D",
+    "home": "\x1b[H",
+    "end": "\x1b[F",
+    "pageup": "\x1b[5~",
+    "pagedown": "\x1b[6~",
+    "delete": "\x1b[3~",
+    **{f"ctrl-{c}": chr(ord(c) - ord("a") + 1) for c in "abcdefghijklmnopqrstuvwxyz"},
+    "ctrl-[": "\x1b",
+    "ctrl-\\": "\x1c",
+    "ctrl-]": "\x1d",
+}
+_KEY = re.compile(r"\{([A-Za-z]+(?:-[A-Za-z\[\]\\])?)\}")
+
+
+def encode_keys(text: str) -> str:
+    """Replace ``{Enter}``, ``{Ctrl-C}``, ... by their bytes; unknown ``{...}`` stay."""
+    return _KEY.sub(lambda m: KEYS.get(m.group(1).lower(), m.group(0)), text)
+
+
+@dataclass
+class Marker:
+    seq: int
+    status: int
+    cwd: str
+    start: int
+    end: int
+
+
+@dataclass
+class Pending:
+    """A command sent with ``run`` whose prompt marker has not arrived yet."""
+
+    command: str
+    expect_seq: int
+    start: int
+    started: float
+    done: asyncio.Future[Marker] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+@dataclass
+class RunOutcome:
+    output: str
+    exit_code: int | None = None
+    verdict: Verdict | None = None
+    timed_out: bool = False
+    busy: bool = False
+    running: bool = False
+    more: bool = False
+    matched: bool | None = None
+    match: str | None = None
+    screen: str | None = None
+    cursor: tuple[int, int] | None = None
+    warning: str | None = None
+    message: str | None = None
+    next_offset: int = 0
+    dropped: int = 0
+
+
+class PtySession:
+    def __init__(
+        self,
+        manager: PtyManager,
+        session_id: str,
+        master: int,
+        process: ManagedProcess,
+        shell: str,
+        cols: int,
+        rows: int,
+        idle_timeout: float,
+    ) -> None:
+        self.manager = manager
+        self.id = session_id
+        self.master = master
+        self.process = process
+        self.shell = shell
+        self.cols = cols
+        self.rows = rows
+        self.idle_timeout = idle_timeout
+        self.secret = secrets.token_hex(8)
+        self.buffer = StreamBuffer(
+            manager.settings.job_window_bytes,
+            manager.settings.job_spool_bytes,
+            manager.registry.budget,
+        )
+        self.screen = pyte.Screen(cols, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.markers: list[Marker] = []
+        self.last_seq = 0
+        self.cwd = ""
+        self.read_offset = 0
+        self.pending: Pending | None = None
+        self.commands: dict[int, str] = {}  # prompt number -> command that ended there
+        self.last_used = time.monotonic()
+        self.closed = False
+        self._scan_from = 0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._write_queue = bytearray()
+
+    # -- I/O -----------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        try:
+            data = os.read(self.master, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: the slave side is closed (the shell has exited)
+            data = b""
+        if not data:
+            self._stop_reading()
+            self.buffer.close()
+            return
+        self.buffer.append(data)
+        with contextlib.suppress(Exception):
+            self.stream.feed(data)
+        self._scan_markers()
+
+    def _stop_reading(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self.master)
+
+    def _scan_markers(self) -> None:
+        start = max(self._scan_from, self.buffer.first_available)
+        chunk = self.buffer.read(start, self.buffer.total - start)
+        last_end = None
+        for found in _MARKER.finditer(chunk.data):
+            if found.group(1).decode() != self.secret:
+                continue  # looks like ours but is not: ordinary output
+            marker = Marker(
+                int(found.group(2)),
+                int(found.group(3)),
+                found.group(4).decode("utf-8", "replace"),
+                chunk.offset + found.start(),
+                chunk.offset + found.end(),
+            )
+            last_end = marker.end
+            if marker.seq <= self.last_seq:
+                continue
+            self.last_seq = marker.seq
+            self.cwd = marker.cwd
+            self.markers.append(marker)
+            del self.markers[:-64]
+            pending = self.pending
+            if pending is not None and marker.seq >= pending.expect_seq:
+                self.pending = None
+                self.commands[marker.seq] = pending.command
+                if not pending.done.done():
+                    pending.done.set_result(marker)
+        # Keep enough tail to find a marker split across reads.
+        self._scan_from = (
+            last_end if last_end is not None else max(start, self.buffer.total - _MARKER_MAX)
+        )
+
+    def write(self, text: str) -> None:
+        self._write_queue += text.encode("utf-8")
+        self._flush_writes()
+
+    def _flush_writes(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._write_queue:
+            try:
+                written = os.write(self.master, self._write_queue)
+            except BlockingIOError:
+                loop.add_writer(self.master, self._on_writable)
+                return
+            except OSError:
+                self._write_queue.clear()
+                return
+            del self._write_queue[:written]
+        with contextlib.suppress(Exception):
+            loop.remove_writer(self.master)
+
+    def _on_writable(self) -> None:
+        self._flush_writes()
+
+    def resize(self, cols: int, rows: int) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.screen.resize(rows, cols)
+        self.cols, self.rows = cols, rows
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self.idle_timeout > 0 and not self.closed:
+            self._idle_timer = asyncio.get_running_loop().call_later(
+                self.idle_timeout, self.manager._reap_idle, self
+            )
+
+    @property
+    def idle_sec(self) -> float:
+        return time.monotonic() - self.last_used
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def text_between(self, start: int, end: int, raw: bool) -> tuple[str, int]:
+        """Output between two offsets with our markers removed (and noise, unless raw)."""
+        chunk = self.buffer.read(start, max(0, end - start))
+        data = _MARKER.sub(
+            lambda m: b"" if m.group(1).decode() == self.secret else m.group(0), chunk.data
+        )
+        if not raw:
+            data = clean(data.replace(b"\r\n", b"\n"))
+        return data.decode("utf-8", "replace"), chunk.dropped
+
+    def render_screen(self) -> tuple[str, tuple[int, int]]:
+        lines = [line.rstrip() for line in self.screen.display]
+        while lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(lines), (self.screen.cursor.y + 1, self.screen.cursor.x + 1)
+
+
+class PtyManager:
+    def __init__(
+        self, registry: ProcessRegistry, settings: Settings, base_env: dict[str, str]
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.base_env = base_env
+        self.sessions: dict[str, PtySession] = {}
+
+    # -- open / close ------------------------------------------------------------------------
+
+    def _cap_message(self) -> str:
+        listing = ", ".join(
+            f"{s.id} (idle {s.idle_sec:.0f} s, cwd {s.cwd})" for s in self.sessions.values()
+        )
+        return (
+            f"too many PTY sessions ({self.settings.max_pty_sessions}, the "
+            f"max_pty_sessions setting); close one with terminal_pty_close. Open: {listing}"
+        )
+
+    async def open(
+        self,
+        *,
+        cwd: str,
+        env: Mapping[str, object] | None,
+        cols: int,
+        rows: int,
+        idle_timeout: float,
+        shell: str | None,
+    ) -> PtySession:
+        if len(self.sessions) >= self.settings.max_pty_sessions:
+            raise UserError(self._cap_message())
+        if not (10 <= cols <= 1000 and 5 <= rows <= 500):
+            raise UserError("cols must be 10-1000 and rows 5-500")
+        requested = shell or ("/bin/bash" if os.path.exists("/bin/bash") else "bash")
+        try:
+            chosen = resolve_shell(requested)
+        except ShellError as exc:
+            raise UserError(str(exc)) from None
+        if chosen.kind != "bash":
+            raise UserError(f"PTY sessions need bash, not {shell_name(chosen.path)}")
+        owner = self.registry.next_owner()
+        try:
+            child_env = child_environment(self.base_env, env, owner=owner, interactive=True)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        child_env["COLUMNS"], child_env["LINES"] = str(cols), str(rows)
+        master, slave = os.openpty()
+        try:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+            os.set_blocking(master, False)
+            spec = SpawnSpec(
+                argv=[chosen.path, "--norc", "--noprofile", "--noediting", "-i"],
+                cwd=cwd,
+                env=child_env,
+                tty=slave,
+            )
+            process = await self.registry.spawn(spec)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        session_id = "pty_" + secrets.token_hex(4)
+        session = PtySession(
+            self, session_id, master, process, chosen.path, cols, rows, idle_timeout
+        )
+        self.sessions[session_id] = session
+        asyncio.get_running_loop().add_reader(master, session._on_readable)
+        try:
+            await self._initialise(session)
+        except BaseException:
+            await self.close(session, force=True)
+            raise
+        session.touch()
+        return session
+
+    async def _initialise(self, session: PtySession) -> None:
+        """Turn echo off, empty the prompts and install the completion marker."""
+        setup = (
+            "stty -echo; unset HISTFILE; PS1=''; PS2=''; PS4='+ '; "
+            f"__tt_secret={session.secret}; __tt_n=0; "
+            "__tt_prompt() { local s=$?; __tt_n=$((__tt_n+1)); "
+            'printf \'\\033]7770;%s:%s;%s;%s\\007\' "$__tt_secret" "$__tt_n" "$s" '
+            '"$PWD"; return $s; }; PROMPT_COMMAND=__tt_prompt\n'
+        )
+        pending = Pending("setup", 1, session.buffer.total, time.monotonic())
+        session.pending = pending
+        session.write(setup)
+        try:
+            marker = await asyncio.wait_for(asyncio.shield(pending.done), 10)
+        except TimeoutError:
+            raise UserError("the shell did not start in the PTY within 10 s") from None
+        session.read_offset = marker.end
+
+    async def close(self, session: PtySession, *, force: bool) -> tuple[str, int | None]:
+        """Polite ``exit`` (unless forced or busy), then end the whole tree."""
+        if session.closed:
+            return "", session.process.returncode
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        if session._idle_timer is not None:
+            session._idle_timer.cancel()
+        process = session.process
+        if not force and session.pending is None and process.running:
+            session.write("exit\n")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.exited.wait(), 1.0)
+        await self.registry.end_tree(process)
+        await process.wait_done(self.settings.kill_grace_sec + 1)
+        # Let the last bytes in the PTY arrive before reading them.
+        with contextlib.suppress(Exception):
+            while True:
+                data = os.read(session.master, _READ_SIZE)
+                if not data:
+                    break
+                session.buffer.append(data)
+        session._stop_reading()
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_writer(session.master)
+        with contextlib.suppress(OSError):
+            os.close(session.master)
+        output, _ = session.text_between(session.read_offset, session.buffer.total, raw=False)
+        session.buffer.release()
+        return output, process.returncode
+
+    def _reap_idle(self, session: PtySession) -> None:
+        if not session.closed and session.idle_sec >= session.idle_timeout - 0.05:
+            self.registry.track_task(self.close(session, force=True))
+
+    def get(self, session_id: str) -> PtySession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            known = ", ".join(self.sessions) or "none"
+            raise UserError(
+                f"unknown or closed PTY session {session_id!r}; open sessions: "
+                f"{known}. Sessions close after idle_timeout_sec without use."
+            )
+        if not session.process.running:
+            self.registry.track_task(self.close(session, force=True))
+            raise UserError(
+                f"the shell of session {session_id} has exited (status "
+                f"{session.process.returncode}); open a new session"
+            )
+        return session
+
+    async def shutdown(self) -> None:
+        for session in list(self.sessions.values()):
+            with contextlib.suppress(Exception):
+                await self.close(session, force=True)
+
+    # -- run modes -------------------------------------------------------------------------
+
+    def start_command(self, session: PtySession, command: str) -> None:
+        """Send a command line to the idle shell without waiting (used with expect)."""
+        problem = unbalanced_quote(command)
+        if problem:
+            raise UserError(problem + " (the shell would wait for more input)")
+        session.pending = Pending(
+            command, session.last_seq + 1, session.buffer.total, time.monotonic()
+        )
+        # A multi-line command is grouped so that the prompt (and marker) comes once.
+        line = "{ " + command + "\n}" if "\n" in command.strip() else command.strip()
+        session.write(line + "\n")
+
+    async def run(
+        self, session: PtySession, command: str, *, timeout: float, raw: bool
+    ) -> RunOutcome:
+        session.touch()
+        if session.pending is not None:
+            return self._busy(session)
+        analysis = analyze(command)
+        start = session.buffer.total
+        self.start_command(session, command)
+        pending = session.pending
+        assert pending is not None
+        try:
+            marker = await asyncio.wait_for(asyncio.shield(pending.done), timeout or None)
+        except TimeoutError:
+            text, dropped = session.text_between(start, session.buffer.total, raw)
+            session.read_offset = session.buffer.total
+            return RunOutcome(
+                output=text,
+                timed_out=True,
+                running=True,
+                warning=destructive_warning(analysis),
+                next_offset=session.read_offset,
+                dropped=dropped,
+                message=(
+                    f"still running after {timeout:g} s; read more with read_only, or "
+                    "interrupt with raw_send='{Ctrl-C}'"
+                ),
+            )
+        text, dropped = session.text_between(start, marker.start, raw)
+        session.read_offset = marker.end
+        verdict = classify_exit(
+            marker.status, analysis, shell_kind="bash", stderr_tail=text[-2048:]
+        )
+        return RunOutcome(
+            output=text,
+            exit_code=marker.status,
+            verdict=verdict,
+            warning=destructive_warning(analysis),
+            next_offset=marker.end,
+            dropped=dropped,
+        )
+
+    def _busy(self, session: PtySession) -> RunOutcome:
+        pending = session.pending
+        assert pending is not None
+        return RunOutcome(
+            output="",
+            busy=True,
+            running=True,
+            next_offset=session.read_offset,
+            message=(
+                f"busy: `{pending.command[:200]}` has been running for "
+                f"{time.monotonic() - pending.started:.0f} s. Interrupt it with "
+                "raw_send='{Ctrl-C}', follow it with read_only=true, or talk to it "
+                "with raw_send/expect."
+            ),
+        )
+
+    async def send(self, session: PtySession, text: str) -> None:
+        session.touch()
+        session.write(encode_keys(text))
+
+    async def expect(
+        self, session: PtySession, pattern: str, *, timeout: float, raw: bool, regex_timeout: float
+    ) -> RunOutcome:
+        """Wait until output since the last read matches ``pattern``."""
+        session.touch()
+        try:
+            compiled = regex.compile(pattern, regex.MULTILINE)
+        except regex.error as exc:
+            raise UserError(f"invalid expect regex: {exc}") from None
+        start = session.read_offset
+        deadline = time.monotonic() + timeout
+        hit = None
+        while True:
+            text, dropped = session.text_between(start, session.buffer.total, raw)
+            try:
+                hit = compiled.search(text, timeout=regex_timeout)
+            except TimeoutError:
+                raise UserError("expect pattern took too long to evaluate; simplify it") from None
+            remaining = deadline - time.monotonic()
+            if hit or remaining <= 0 or session.buffer.eof:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.buffer.wait_beyond(session.buffer.total), remaining)
+        end = session.buffer.total
+        session.read_offset = end
+        outcome = RunOutcome(
+            output=text,
+            matched=hit is not None,
+            match=hit.group(0) if hit else None,
+            next_offset=end,
+            dropped=dropped,
+            running=session.pending is not None,
+        )
+        if hit is None:
+            outcome.timed_out = True
+            outcome.message = f"no match for expect within {timeout:g} s"
+        self._attach_exit(session, start, outcome)
+        return outcome
+
+    async def read(self, session: PtySession, *, timeout: float, raw: bool) -> RunOutcome:
+        """Output since the last read, once it has settled for a moment."""
+        session.touch()
+        limit = (
+            time.monotonic() + min(timeout, _READ_ONLY_MAX_SEC)
+            if timeout
+            else (time.monotonic() + _READ_ONLY_MAX_SEC)
+        )
+        more = False
+        while True:
+            seen = session.buffer.total
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                more = True
+                break
+            try:
+                await asyncio.wait_for(
+                    session.buffer.wait_beyond(seen), min(_SETTLE_SEC, remaining)
+                )
+            except TimeoutError:
+                break  # quiet for the settle window
+            if session.buffer.eof:
+                break
+        start = session.read_offset
+        end = session.buffer.total
+        text, dropped = session.text_between(start, end, raw)
+        session.read_offset = end
+        outcome = RunOutcome(
+            output=text,
+            more=more,
+            next_offset=end,
+            dropped=dropped,
+            running=session.pending is not None,
+        )
+        self._attach_exit(session, start, outcome)
+        return outcome
+
+    @staticmethod
+    def _attach_exit(session: PtySession, start: int, outcome: RunOutcome) -> None:
+        """If a command finished within what was just read, report its exit status."""
+        finished = [m for m in session.markers if start <= m.start < outcome.next_offset]
+        if finished:
+            marker = finished[-1]
+            command = session.commands.get(marker.seq)
+            outcome.exit_code = marker.status
+            outcome.verdict = classify_exit(
+                marker.status, analyze(command) if command else None, shell_kind="bash"
+            )
