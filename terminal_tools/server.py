@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.server.lifespan import lifespan
+from fastmcp.skills.provider import SkillsDirectoryProvider
 
 from . import __version__
 from .config import Settings
@@ -50,10 +55,73 @@ def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastM
         auth=auth,
     )
     register_all(mcp)
+    _register_server_info(mcp, settings)
+    root = skills_root()
+    if root is not None:
+        mcp.add_provider(SkillsDirectoryProvider(root))
     if settings.tools != "all":
         hidden = {c for c in CATEGORIES if c != settings.tools}
         mcp.disable(tags=hidden)
     return mcp
+
+
+def skills_root() -> Path | None:
+    """The skill folders: in a source checkout ``skills/`` beside the package; in an
+    installed wheel, the copy bundled as ``terminal_tools/bundled_skills``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "skills", here / "bundled_skills"):
+        if candidate.is_dir() and any(candidate.glob("*/SKILL.md")):
+            return candidate
+    return None
+
+
+def _register_server_info(mcp: FastMCP, settings: Settings) -> None:
+    @mcp.resource(
+        "terminal://server-info",
+        name="server-info",
+        description="What this server runs with: version, shells, search engine, PATH "
+        "source, categories and every limit.",
+        mime_type="application/json",
+    )
+    async def server_info(ctx: Context) -> str:
+        runtime = ctx.lifespan_context.get("runtime")
+        return json.dumps(describe(settings, runtime), indent=2)
+
+
+def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:
+    from .core.shell import ShellError, resolve_shell
+    from .tools import PTY_SUPPORTED
+
+    try:
+        shell = resolve_shell()
+        default_shell: dict[str, Any] = {"kind": shell.kind, "path": shell.path}
+    except ShellError as exc:
+        default_shell = {"error": str(exc)}
+    info: dict[str, Any] = {
+        "name": "terminal-tools",
+        "version": __version__,
+        "platform": sys.platform,
+        "categories": list(CATEGORIES) if settings.tools == "all" else [settings.tools],
+        "pty_supported": PTY_SUPPORTED,
+        "default_shell": default_shell,
+        "settings": dataclasses.asdict(settings) | {"token": "***" if settings.token else None},
+    }
+    if runtime is not None:
+        info.update(
+            {
+                "instance": runtime.instance,
+                "user_shell": runtime.user_shell,
+                "path_source": runtime.path_source,
+                "search_engine": "python"
+                if runtime.ripgrep is None or settings.search_engine == "python"
+                else "ripgrep",
+                "ripgrep": runtime.ripgrep,
+                "default_workdir": runtime.default_workdir(),
+                "running_jobs": len(runtime.jobs.running),
+                "watchdog_pid": runtime.registry.watchdog_pid,
+            }
+        )
+    return info
 
 
 def kill_everything_now() -> None:

@@ -110,6 +110,11 @@ class ManagedProcess:
         self._deadline: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._stdin_open = spec.stdin is not None or spec.keep_stdin_open
+        self._leftovers_checked = False
+        self._ending_leftovers = False
+        self._pipes_closed = asyncio.Event()
+        if self._open_pipes == 0:
+            self._pipes_closed.set()
 
     # Callbacks can arrive before ``loop.subprocess_exec`` returns (a fast command may
     # print and exit first), so everything they need is set in ``connection_made``.
@@ -132,6 +137,8 @@ class ManagedProcess:
             self._stdin_open = False
             return
         self._open_pipes -= 1
+        if self._open_pipes <= 0:
+            self._pipes_closed.set()
         self._maybe_done()
 
     def _on_exit(self) -> None:
@@ -154,6 +161,19 @@ class ManagedProcess:
             return
         if self._drain_timer is not None:
             self._drain_timer.cancel()
+        if self._ending_leftovers:
+            return  # finished by the task that ends them, once it knows how many
+        if not self._leftovers_checked and self.spec.tty is None and self._group_alive():
+            # The main process is gone but members of its group are not (``cmd &`` with
+            # its output redirected elsewhere): they are ended before the command counts
+            # as done, so no process outlives the command that started it.
+            self._end_leftovers()
+            return
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.done.is_set():
+            return
         self.stdout.close()
         if self.stderr is not None:
             self.stderr.close()
@@ -162,18 +182,33 @@ class ManagedProcess:
         self.done.set()
         self.registry._forget(self)
 
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
     def _end_leftovers(self) -> None:
+        self._leftovers_checked = True
+        self._ending_leftovers = True
         self.registry.track_task(self._end_leftovers_async())
 
     async def _end_leftovers_async(self) -> None:
-        self.leftovers_killed = await self.registry.end_tree(self, include_leader=False)
-        # Processes that escaped every scan may still hold the pipes; stop listening.
-        await asyncio.sleep(self.registry.kill_grace)
-        if not self.done.is_set() and self._transport is not None:
-            for fd in (1, 2):
-                pipe = self._transport.get_pipe_transport(fd)
-                if pipe is not None:
-                    pipe.close()
+        try:
+            self.leftovers_killed = await self.registry.end_tree(self, include_leader=False)
+            try:
+                await asyncio.wait_for(self._pipes_closed.wait(), self.registry.kill_grace)
+            except TimeoutError:
+                # Processes that escaped every scan still hold the pipes: stop listening.
+                if self._transport is not None:
+                    for fd in (1, 2):
+                        pipe = self._transport.get_pipe_transport(fd)
+                        if pipe is not None:
+                            pipe.close()
+        finally:
+            self._ending_leftovers = False
+            self._maybe_done()
 
     # -- control -------------------------------------------------------------------------
 
