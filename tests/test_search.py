@@ -214,8 +214,12 @@ async def test_glob_without_slash_is_recursive(engine_client: Client) -> None:
 
 
 async def test_glob_explicit_path_pattern(engine_client: Client) -> None:
+    # As with terminal_rg globs (ripgrep's rule), the pattern re-includes files an
+    # ignore file excludes by name; ignored directories stay pruned.
     result = await glob(engine_client, pattern="src/*.txt", sort="path")
-    assert result["files"] == ["src/secret_ok.txt"]
+    assert result["files"] == ["src/secret1.txt", "src/secret_ok.txt"]
+    result = await glob(engine_client, pattern="*.py", sort="path")
+    assert "build/out.py" not in result["files"]
 
 
 async def test_glob_include_ignored(engine_client: Client) -> None:
