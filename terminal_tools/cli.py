@@ -42,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=f"take PATH from the user's login shell ({env_name('login_path')})",
     )
+    add("--policy", help=f"TOML command policy file ({env_name('policy')})")
+    add("--audit-log", help=f"append a JSON line per call to this file ({env_name('audit_log')})")
+    add(
+        "--redact-secrets",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"mask secret env values in output, default on ({env_name('redact_secrets')})",
+    )
     add("--version", action="version", version=f"terminal-tools {__version__}")
     return parser
 

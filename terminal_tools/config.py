@@ -53,6 +53,24 @@ class Settings:
         "(for servers launched by GUI apps with a minimal PATH).",
     )
 
+    # Policy, audit and secrets
+    policy: str | None = _setting(
+        None, "Path of a TOML command policy (deny/warn rules, allow list, switches)."
+    )
+    audit_log: str | None = _setting(
+        None, "Path of a JSON-lines audit log of every spawn-style call and signal."
+    )
+    redact_secrets: bool = _setting(
+        True,
+        "Mask the values of secret-looking environment variables in all output and in the "
+        "audit log.",
+    )
+    secret_env_patterns: str = _setting(
+        "*TOKEN*,*SECRET*,*PASSWORD*,*PASSWD*,*_KEY,*APIKEY*,*API_KEY*,*CREDENTIAL*,"
+        "AWS_ACCESS_KEY_ID",
+        "Comma-separated name patterns of the variables whose values are masked.",
+    )
+
     # terminal_exec
     exec_timeout_sec: float = _setting(
         60.0, "Default `timeout_sec` of terminal_exec: deadline from command start.", unit="s"

@@ -67,6 +67,7 @@ class ExecResult(Result):
         "shell although shell=false."
     )
     error: str | None = Field(None, description="Why nothing was started, and what to fix.")
+    blocked: bool = Field(False, description="Refused by the server's command policy.")
     cwd: str | None = Field(None, description="Working directory the command ran in.")
     stdout_bytes: int = Field(
         0,
@@ -256,6 +257,7 @@ class PtyRunResult(Result):
     )
     running: bool = Field(description="A command is still running in the session.")
     busy: bool = Field(False, description="Refused: another command is running (see message).")
+    blocked: bool = Field(False, description="Refused by the server's command policy.")
     more: bool = Field(False, description="read_only: output was still arriving.")
     matched: bool | None = Field(None, description="expect: whether the pattern matched.")
     match: str | None = Field(None, description="expect: the text that matched.")

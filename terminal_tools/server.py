@@ -118,6 +118,9 @@ def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:
                 "ripgrep": runtime.ripgrep,
                 "default_workdir": runtime.default_workdir(),
                 "running_jobs": len(runtime.jobs.running),
+                "policy": runtime.policy.summary(),
+                "audit_log": settings.audit_log,
+                "redacted_variables": runtime.redactor.names,
                 "watchdog_pid": runtime.registry.watchdog_pid,
             }
         )

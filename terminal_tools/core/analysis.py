@@ -121,6 +121,11 @@ class SimpleCommand:
     heredoc: str | None = None
     # "test" for ``[ ... ]`` / ``[[ ... ]]`` written as a test_command.
     kind: str = "command"
+    # Per word: True when it is a literal (no expansion or substitution); empty = unknown.
+    plain: tuple[bool, ...] = ()
+
+    def is_plain(self, index: int) -> bool:
+        return self.plain[index] if index < len(self.plain) else True
 
     @property
     def name(self) -> str:
@@ -291,6 +296,7 @@ class _Walker:
 
     def _command(self, node: Node) -> None:
         words: list[str] = []
+        plain: list[bool] = []
         assignments: list[str] = []
         name_is_literal = True
         targets: list[tuple[str, str]] = []
@@ -306,15 +312,18 @@ class _Walker:
                     name_is_literal = False
                     self.reason("expansion in command name")
                 words.append(_literal(inner))
+                plain.append(name_is_literal)
                 self._descend_expansions(inner)
             elif kind in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
                 self.reason("redirection")
                 targets.extend(_redirect_targets(child))
                 self._descend_expansions(child)
             else:
-                if not _is_plain(child):
+                literal = _is_plain(child)
+                if not literal:
                     self.reason(_why_not_plain(child))
                 words.append(_literal(child))
+                plain.append(literal or child.type == "word")
                 self._descend_expansions(child)
         if words and words[0] in SHELL_ONLY:
             self.reason(f"shell builtin {words[0]}")
@@ -323,6 +332,7 @@ class _Walker:
             name_is_literal=name_is_literal,
             assignments=tuple(assignments),
             redirect_targets=tuple(targets),
+            plain=tuple(plain),
         )
         self._record(node, command)
         self._look_inside(command)
@@ -496,6 +506,7 @@ _WRAPPER_VALUE_OPTIONS: dict[str, frozenset[str]] = {
     "unbuffer": frozenset(),
     "chronic": frozenset(),
     "caffeinate": frozenset(),
+    "busybox": frozenset(),
 }
 # Wrappers whose first positional argument is not the command (timeout DURATION cmd).
 _WRAPPER_POSITIONAL = {"timeout": 1}
@@ -534,7 +545,8 @@ def _strip_wrapper(command: SimpleCommand) -> SimpleCommand | None:
     rest = tuple(args[i:])
     if not rest:
         return None
-    return SimpleCommand(words=rest, name_is_literal=command.name_is_literal)
+    plain = command.plain[i + 1 :]
+    return SimpleCommand(words=rest, name_is_literal=plain[0] if plain else True, plain=plain)
 
 
 def _find_exec(command: SimpleCommand) -> list[SimpleCommand]:

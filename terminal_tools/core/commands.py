@@ -15,12 +15,18 @@ from dataclasses import dataclass
 from ..errors import UserError
 from .analysis import Analysis, analyze
 from .destructive import destructive_warning
+from .policy import Policy
 from .processes import Limits
+from .redact import Redactor
 from .shell import EnvError, Platform, Shell, ShellError, child_environment, resolve_shell
 
 
 class PlanError(UserError):
     pass
+
+
+class PolicyBlocked(PlanError):
+    """Refused by the command policy (reported with ``blocked: true``)."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class CommandPlan:
     env: dict[str, str]
     warning: str | None
     limits: Limits | None
+    redactor: Redactor | None = None
 
 
 def resolve_cwd(cwd: str | None, default: str) -> str:
@@ -59,6 +66,8 @@ def plan_command(
     owner: str,
     limits: Limits | None = None,
     platform: Platform | None = None,
+    policy: Policy | None = None,
+    redactor: Redactor | None = None,
 ) -> CommandPlan:
     if not command or not command.strip():
         raise PlanError("command is empty")
@@ -79,17 +88,39 @@ def plan_command(
     except ShellError as exc:
         raise PlanError(str(exc)) from None
     warning = destructive_warning(analysis)
+    if policy is not None:
+        decision = policy.check(command, analysis)
+        if decision.blocked:
+            raise PolicyBlocked(decision.message or "blocked by policy")
+        if decision.warnings:
+            warning = "; ".join(([warning] if warning else []) + list(decision.warnings))
     if chosen is None and analysis.argv:
-        argv = [_find_program(analysis.argv[0], cwd, child_env.get("PATH")), *analysis.argv[1:]]
+        program = _find_program(analysis.argv[0], cwd, child_env.get("PATH"))
         return CommandPlan(
-            command, argv, "direct", False, analysis, cwd, child_env, warning, limits
+            command,
+            [program, *analysis.argv[1:]],
+            "direct",
+            False,
+            analysis,
+            cwd,
+            child_env,
+            warning,
+            limits,
+            redactor,
         )
     if chosen is None:  # defensive: a plain command the analyser could not split
         chosen = resolve_shell(None, platform)
-    argv = chosen.command_argv(command)
-    auto_shell = not shell
     return CommandPlan(
-        command, argv, chosen.kind, auto_shell, analysis, cwd, child_env, warning, limits
+        command,
+        chosen.command_argv(command),
+        chosen.kind,
+        not shell,
+        analysis,
+        cwd,
+        child_env,
+        warning,
+        limits,
+        redactor,
     )
 
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 from ..models import ExecResult
+from .audit import elapsed_ms
 from .buffers import StreamBuffer
-from .commands import CommandPlan, plan_command, resolve_cwd
+from .commands import CommandPlan, PolicyBlocked, plan_command, resolve_cwd
 from .inline import InlineCapture, InlineText
 from .processes import Limits, ManagedProcess, SpawnSpec
 from .runtime import Runtime
@@ -50,6 +51,7 @@ def error_envelope(
     shell_kind: str | None = None,
     auto_shell: bool = False,
     warning: str | None = None,
+    blocked: bool = False,
 ) -> ExecResult:
     """The envelope for a command that was never started."""
     return ExecResult(
@@ -70,6 +72,7 @@ def error_envelope(
         shell_kind=shell_kind,
         auto_shell=auto_shell,
         error=message,
+        blocked=blocked,
         cwd=cwd,
     )
 
@@ -81,6 +84,7 @@ async def execute(
     progress: Progress | None = None,
 ) -> ExecResult:
     settings = runtime.settings
+    started = time.monotonic()
     timeout = settings.exec_timeout_sec if request.timeout_sec is None else request.timeout_sec
     promote_after = (
         settings.exec_auto_background_sec
@@ -104,9 +108,16 @@ async def execute(
             base_env=runtime.base_env,
             owner=runtime.registry.next_owner(),
             limits=request.limits,
+            policy=runtime.policy,
+            redactor=runtime.redactor_for(request.env),
         )
+        if not runtime.policy.enabled("exec"):
+            raise PolicyBlocked("blocked by policy: terminal_exec is switched off")
     except UserError as exc:
-        return error_envelope(str(exc), cwd=request.cwd)
+        blocked = isinstance(exc, PolicyBlocked)
+        result = error_envelope(str(exc), cwd=request.cwd, blocked=blocked)
+        _audit(runtime, request.command, result, started)
+        return result
     spec = SpawnSpec(
         argv=plan.argv,
         cwd=plan.cwd,
@@ -115,6 +126,7 @@ async def execute(
         limits=plan.limits,
         # A finished command's output goes to the store, so it may not exceed it.
         spool_limit=min(settings.job_spool_bytes, settings.store_max_bytes),
+        redactor=plan.redactor,
     )
     limit = max_kb * 1024
     captures = {
@@ -142,9 +154,28 @@ async def execute(
         process.listener = None
         runtime.registry.track_task(_abandon(runtime, process))
         raise
-    if promoted is not None:
-        return promoted
-    return _finished(runtime, plan, process, captures, timeout)
+    result = promoted or _finished(runtime, plan, process, captures, timeout)
+    _audit(runtime, request.command, result, started)
+    return result
+
+
+def _audit(runtime: Runtime, command: str, result: ExecResult, started: float) -> None:
+    if runtime.audit:
+        runtime.audit.record(
+            "exec",
+            tool="terminal_exec",
+            command=command,
+            cwd=result.cwd,
+            shell_kind=result.shell_kind,
+            job_id=result.job_id,
+            exit_code=result.exit_code,
+            semantic_status=result.semantic_status,
+            duration_ms=elapsed_ms(started),
+            bytes_out=result.stdout_bytes + result.stderr_bytes,
+            blocked=result.blocked,
+            warning=result.warning,
+            timed_out=result.timed_out,
+        )
 
 
 async def _wait(

@@ -24,6 +24,7 @@ import regex
 from ..config import Settings
 from ..errors import UserError
 from ..models import JobInfo, JobLogs, JobStatus
+from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
 from .processes import ManagedProcess, ProcessRegistry, SpawnSpec
@@ -132,9 +133,12 @@ def _last_line(process: ManagedProcess) -> str | None:
 
 
 class JobManager:
-    def __init__(self, registry: ProcessRegistry, settings: Settings) -> None:
+    def __init__(
+        self, registry: ProcessRegistry, settings: Settings, audit: AuditLog | None = None
+    ) -> None:
         self.registry = registry
         self.settings = settings
+        self.audit = audit or AuditLog(None)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._watchers: set[asyncio.Task[None]] = set()
 
@@ -176,10 +180,24 @@ class JobManager:
             merge_stderr=merge_stderr,
             limits=plan.limits,
             spool_limit=self.settings.job_spool_bytes,
+            redactor=plan.redactor,
         )
         process = await self.registry.spawn(spec)
         process.set_deadline(timeout_sec)
-        return self._register(plan, process, name=name, promoted=False, timeout_sec=timeout_sec)
+        job = self._register(plan, process, name=name, promoted=False, timeout_sec=timeout_sec)
+        self.audit.record(
+            "job_start",
+            tool="terminal_job_start",
+            command=plan.command,
+            cwd=plan.cwd,
+            shell_kind=plan.shell_kind,
+            job_id=job.id,
+            name=name,
+            pid=process.pid,
+            warning=plan.warning,
+            blocked=False,
+        )
+        return job
 
     def adopt(
         self, plan: CommandPlan, process: ManagedProcess, timeout_sec: float | None
@@ -214,6 +232,20 @@ class JobManager:
         await job.process.done.wait()
         job.ended_wall = time.time()
         job.verdict = self.verdict(job)
+        process = job.process
+        self.audit.record(
+            "job_exit",
+            job_id=job.id,
+            command=job.plan.command,
+            cwd=job.plan.cwd,
+            shell_kind=job.plan.shell_kind,
+            exit_code=process.returncode,
+            semantic_status=job.verdict.status,
+            duration_ms=process.runtime_ms,
+            bytes_out=process.stdout.total + (process.stderr.total if process.stderr else 0),
+            timed_out=process.timed_out,
+            status=job.status,
+        )
         self.prune()
 
     def verdict(self, job: Job) -> Verdict:
@@ -444,6 +476,14 @@ class JobManager:
         exited = await job.process.wait_done(self.settings.kill_grace_sec)
         if exited and signum in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP):
             job.process.killed_by_request = True
+        self.audit.record(
+            "signal",
+            tool="terminal_job_manage",
+            job_id=job.id,
+            signal=signum.name,
+            delivered=delivered,
+            exited=exited,
+        )
         return delivered, exited
 
     def write_stdin(self, job: Job, data: str) -> int:

@@ -29,6 +29,7 @@ import psutil
 
 from . import watchdog as watchdog_module
 from .buffers import SpoolBudget, StreamBuffer
+from .redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class SpawnSpec:
     # The slave side of a PTY: becomes the child's stdin, stdout, stderr and controlling
     # terminal. Output is then read from the master side by the PTY session, not here.
     tty: int | None = None
+    # Masks secret values in the output before anything stores or sees it.
+    redactor: Redactor | None = None
 
 
 class ManagedProcess:
@@ -110,6 +113,9 @@ class ManagedProcess:
         self._deadline: asyncio.TimerHandle | None = None
         self._drain_timer: asyncio.TimerHandle | None = None
         self._stdin_open = spec.stdin is not None or spec.keep_stdin_open
+        self._maskers = (
+            {1: spec.redactor.stream(), 2: spec.redactor.stream()} if spec.redactor else {}
+        )
         self._leftovers_checked = False
         self._ending_leftovers = False
         self._pipes_closed = asyncio.Event()
@@ -127,6 +133,14 @@ class ManagedProcess:
 
     def _on_data(self, fd: int, data: bytes) -> None:
         name = "stdout" if fd == 1 else "stderr"
+        masker = self._maskers.get(fd)
+        if masker is not None:
+            data = masker.feed(data)
+        self._deliver(fd, name, data)
+
+    def _deliver(self, fd: int, name: str, data: bytes) -> None:
+        if not data:
+            return
         buffer = self.stdout if fd == 1 or self.stderr is None else self.stderr
         buffer.append(data)
         if self.listener is not None:
@@ -136,6 +150,9 @@ class ManagedProcess:
         if fd == 0:
             self._stdin_open = False
             return
+        masker = self._maskers.get(fd)
+        if masker is not None:
+            self._deliver(fd, "stdout" if fd == 1 else "stderr", masker.flush())
         self._open_pipes -= 1
         if self._open_pipes <= 0:
             self._pipes_closed.set()

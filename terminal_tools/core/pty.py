@@ -29,17 +29,22 @@ import termios
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyte
 import regex
 
-from ..config import Settings
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
 from ..errors import UserError
-from .analysis import analyze, unbalanced_quote
+from .analysis import analyze, innermost, unbalanced_quote
 from .buffers import StreamBuffer
+from .commands import PolicyBlocked
 from .destructive import destructive_warning
 from .noise import clean
-from .processes import ManagedProcess, ProcessRegistry, SpawnSpec
+from .processes import ManagedProcess, SpawnSpec
+from .redact import StreamMasker
 from .semantics import Verdict, classify_exit
 from .shell import ShellError, child_environment, resolve_shell, shell_name
 
@@ -48,6 +53,8 @@ _MARKER_MAX = 4096  # a marker (with $PWD) is never longer than this
 _READ_SIZE = 65536
 _SETTLE_SEC = 0.3  # read_only: output is "settled" after this long without new bytes
 _READ_ONLY_MAX_SEC = 2.0
+# Programs that read typed lines as commands (input to them is checked by the policy).
+_SHELL_NAMES = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish", "ssh", "su", "sudo"})
 
 # Named keys for raw_send, written as {Name} (case-insensitive).
 KEYS: dict[str, str] = {
@@ -109,6 +116,7 @@ class RunOutcome:
     verdict: Verdict | None = None
     timed_out: bool = False
     busy: bool = False
+    blocked: bool = False
     running: bool = False
     more: bool = False
     matched: bool | None = None
@@ -160,6 +168,7 @@ class PtySession:
         self._scan_from = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._write_queue = bytearray()
+        self.masker: StreamMasker | None = None
 
     # -- I/O -----------------------------------------------------------------------------
 
@@ -172,7 +181,22 @@ class PtySession:
             data = b""
         if not data:
             self._stop_reading()
+            self._take(self.masker.flush() if self.masker else b"")
             self.buffer.close()
+            return
+        if self.masker is not None:
+            data = self.masker.feed(data)
+            if self.masker.pending:
+                # Possibly the start of a secret: decide soon even if nothing follows.
+                asyncio.get_running_loop().call_later(0.05, self._flush_masker)
+        self._take(data)
+
+    def _flush_masker(self) -> None:
+        if self.masker is not None and self.masker.pending and not self.buffer.eof:
+            self._take(self.masker.flush())
+
+    def _take(self, data: bytes) -> None:
+        if not data:
             return
         self.buffer.append(data)
         with contextlib.suppress(Exception):
@@ -275,12 +299,10 @@ class PtySession:
 
 
 class PtyManager:
-    def __init__(
-        self, registry: ProcessRegistry, settings: Settings, base_env: dict[str, str]
-    ) -> None:
-        self.registry = registry
-        self.settings = settings
-        self.base_env = base_env
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.registry = runtime.registry
+        self.settings = runtime.settings
         self.sessions: dict[str, PtySession] = {}
 
     # -- open / close ------------------------------------------------------------------------
@@ -317,7 +339,7 @@ class PtyManager:
             raise UserError(f"PTY sessions need bash, not {shell_name(chosen.path)}")
         owner = self.registry.next_owner()
         try:
-            child_env = child_environment(self.base_env, env, owner=owner, interactive=True)
+            child_env = child_environment(self.runtime.base_env, env, owner=owner, interactive=True)
         except ValueError as exc:
             raise UserError(str(exc)) from None
         child_env["COLUMNS"], child_env["LINES"] = str(cols), str(rows)
@@ -341,6 +363,8 @@ class PtyManager:
         session = PtySession(
             self, session_id, master, process, chosen.path, cols, rows, idle_timeout
         )
+        redactor = self.runtime.redactor_for(env)
+        session.masker = redactor.stream() if redactor else None
         self.sessions[session_id] = session
         asyncio.get_running_loop().add_reader(master, session._on_readable)
         try:
@@ -427,17 +451,46 @@ class PtyManager:
 
     # -- run modes -------------------------------------------------------------------------
 
-    def start_command(self, session: PtySession, command: str) -> None:
-        """Send a command line to the idle shell without waiting (used with expect)."""
+    def start_command(self, session: PtySession, command: str) -> str | None:
+        """Send a command line to the idle shell without waiting (used with expect).
+        Returns the policy's warnings, if any."""
         problem = unbalanced_quote(command)
         if problem:
             raise UserError(problem + " (the shell would wait for more input)")
+        policy_warning = self.check_policy(command)
         session.pending = Pending(
             command, session.last_seq + 1, session.buffer.total, time.monotonic()
         )
         # A multi-line command is grouped so that the prompt (and marker) comes once.
         line = "{ " + command + "\n}" if "\n" in command.strip() else command.strip()
         session.write(line + "\n")
+        return policy_warning
+
+    def check_policy(self, command: str) -> str | None:
+        policy = self.runtime.policy
+        if not policy.enabled("pty"):
+            raise PolicyBlocked("blocked by policy: PTY sessions are switched off")
+        decision = policy.check(command)
+        if decision.blocked:
+            raise PolicyBlocked(decision.message or "blocked by policy")
+        return "; ".join(decision.warnings) or None
+
+    def check_typed(self, session: PtySession, text: str) -> None:
+        """Typed input forms commands when it reaches a shell: check it line by line."""
+        policy = self.runtime.policy
+        if not policy.enabled("pty_raw_input"):
+            raise PolicyBlocked("blocked by policy: raw input to PTY sessions is switched off")
+        if not policy.active:
+            return
+        pending = session.pending
+        at_shell = pending is None
+        if pending is not None:
+            deciders = analyze(pending.command).deciders
+            at_shell = bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
+        if at_shell:
+            decision = policy.check_typed(text)
+            if decision.blocked:
+                raise PolicyBlocked(decision.message or "blocked by policy")
 
     async def run(
         self, session: PtySession, command: str, *, timeout: float, raw: bool
@@ -447,7 +500,8 @@ class PtyManager:
             return self._busy(session)
         analysis = analyze(command)
         start = session.buffer.total
-        self.start_command(session, command)
+        policy_warning = self.start_command(session, command)
+        warning = "; ".join(w for w in (destructive_warning(analysis), policy_warning) if w) or None
         pending = session.pending
         assert pending is not None
         try:
@@ -459,7 +513,7 @@ class PtyManager:
                 output=text,
                 timed_out=True,
                 running=True,
-                warning=destructive_warning(analysis),
+                warning=warning,
                 next_offset=session.read_offset,
                 dropped=dropped,
                 message=(
@@ -476,7 +530,7 @@ class PtyManager:
             output=text,
             exit_code=marker.status,
             verdict=verdict,
-            warning=destructive_warning(analysis),
+            warning=warning,
             next_offset=marker.end,
             dropped=dropped,
         )
@@ -499,7 +553,9 @@ class PtyManager:
 
     async def send(self, session: PtySession, text: str) -> None:
         session.touch()
-        session.write(encode_keys(text))
+        keys = encode_keys(text)
+        self.check_typed(session, keys)
+        session.write(keys)
 
     async def expect(
         self, session: PtySession, pattern: str, *, timeout: float, raw: bool, regex_timeout: float

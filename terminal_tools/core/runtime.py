@@ -9,13 +9,17 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..config import Settings
 from . import watchdog
+from .audit import AuditLog
 from .buffers import SpoolBudget
 from .jobs import JobManager
+from .policy import Policy
 from .processes import ProcessRegistry, new_instance_id
+from .redact import Redactor, secret_values
 from .search import find_ripgrep
 from .shell import OWNER_ENV, login_path, resolve_shell
 from .store import OutputStore
@@ -26,12 +30,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _pty_manager(registry: ProcessRegistry, settings: Settings) -> PtyManager | None:
+def _pty_manager(runtime: Runtime) -> PtyManager | None:
     if os.name != "posix":
         return None  # no PTY support on Windows (the PTY tools are not registered)
     from .pty import PtyManager  # needs termios
 
-    return PtyManager(registry, settings, {})
+    return PtyManager(runtime)
 
 
 def detect_user_shell() -> str | None:
@@ -48,6 +52,16 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.instance = new_instance_id()
+        self.server_cwd = os.getcwd()
+        self.base_env = dict(os.environ)
+        self.path_source = "server environment"
+        self.user_shell = detect_user_shell()
+        if settings.login_path:
+            self._capture_login_path()
+        self.ripgrep = find_ripgrep() if settings.search_engine != "python" else None
+        self.policy = Policy.load(settings.policy) if settings.policy else Policy()
+        self.redactor = self.redactor_for(None)
+        self.audit = AuditLog(settings.audit_log, self.redactor)
         self.budget = SpoolBudget(settings.spool_total_bytes)
         self.registry = ProcessRegistry(
             instance=self.instance,
@@ -57,20 +71,11 @@ class Runtime:
             drain_grace=settings.drain_grace_sec,
         )
         self.store = OutputStore(settings.store_max_bytes, settings.store_ttl_sec)
-        self.jobs = JobManager(self.registry, settings)
-        self._ptys = _pty_manager(self.registry, settings)
-        self.server_cwd = os.getcwd()
-        self.base_env = dict(os.environ)
-        self.path_source = "server environment"
-        self.user_shell = detect_user_shell()
-        self.ripgrep = find_ripgrep() if settings.search_engine != "python" else None
+        self.jobs = JobManager(self.registry, settings, self.audit)
+        self._ptys = _pty_manager(self)
         self.reaped_at_start = 0
         self._startup: asyncio.Task[None] | None = None
         self.closed = False
-        if settings.login_path:
-            self._capture_login_path()
-        if self._ptys is not None:
-            self._ptys.base_env = self.base_env
 
     def _capture_login_path(self) -> None:
         shell = self.user_shell or resolve_shell().path
@@ -94,6 +99,14 @@ class Runtime:
         env = {k: v for k, v in self.base_env.items() if k != "RIPGREP_CONFIG_PATH"}
         env[OWNER_ENV] = self.registry.next_owner()
         return env
+
+    def redactor_for(self, overrides: Mapping[str, object] | None) -> Redactor:
+        """The masker for a child: secrets of the server's environment and of ``env``."""
+        if not self.settings.redact_secrets:
+            return Redactor({})
+        environ = dict(self.base_env)
+        environ.update({k: v for k, v in (overrides or {}).items() if isinstance(v, str)})
+        return Redactor(secret_values(environ, self.settings.secret_env_patterns.split(",")))
 
     def default_workdir(self) -> str:
         return self.settings.workdir or self.server_cwd
@@ -124,6 +137,7 @@ class Runtime:
         await self.jobs.shutdown()
         self.store.clear()
         self.budget.cleanup()
+        self.audit.close()
 
     def kill_all_now(self) -> None:
         """For signal handlers: end every child synchronously."""

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from ..core.commands import plan_command, resolve_cwd
+from ..core.commands import PolicyBlocked, plan_command, resolve_cwd
 from ..core.jobs import SIGNALS, iso
 from ..errors import UserError
 from ..models import JobLogs, JobManaged, JobStarted, Limits
@@ -93,10 +93,23 @@ def register(mcp: FastMCP) -> None:
                 base_env=runtime.base_env,
                 owner=runtime.registry.next_owner(),
                 limits=core_limits(limits),
+                policy=runtime.policy,
+                redactor=runtime.redactor_for(env),
             )
+            if not runtime.policy.enabled("job_start"):
+                raise PolicyBlocked("blocked by policy: terminal_job_start is switched off")
             job = await runtime.jobs.start(
                 plan, name=name, merge_stderr=merge_stderr, timeout_sec=timeout_sec or None
             )
+        except PolicyBlocked as exc:
+            runtime.audit.record(
+                "job_start",
+                tool="terminal_job_start",
+                command=command,
+                blocked=True,
+                error=str(exc),
+            )
+            raise fail(exc) from None
         except UserError as exc:
             raise fail(exc) from None
         except OSError as exc:

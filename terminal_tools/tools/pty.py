@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from ..core.commands import resolve_cwd
+from ..core.audit import elapsed_ms
+from ..core.commands import PolicyBlocked, resolve_cwd
 from ..core.inline import InlineCapture
 from ..core.pty import PtyManager, PtySession, RunOutcome
 from ..errors import UserError
@@ -46,6 +48,7 @@ def _result(
         timed_out=outcome.timed_out,
         running=session.pending is not None,
         busy=outcome.busy,
+        blocked=outcome.blocked,
         more=outcome.more,
         matched=outcome.matched,
         match=outcome.match,
@@ -91,6 +94,8 @@ def register(mcp: FastMCP) -> None:
         """
         runtime = runtime_of(ctx)
         try:
+            if not runtime.policy.enabled("pty"):
+                raise UserError("blocked by policy: PTY sessions are switched off")
             directory = resolve_cwd(cwd, await default_workdir(ctx))
             session = await runtime.ptys.open(
                 cwd=directory,
@@ -183,6 +188,7 @@ def register(mcp: FastMCP) -> None:
         One command at a time: a second command while one runs returns busy=true.
         """
         runtime = runtime_of(ctx)
+        started = time.monotonic()
         manager = runtime.ptys
         settings = runtime.settings
         timeout = settings.pty_run_timeout_sec if timeout_sec is None else timeout_sec
@@ -224,8 +230,33 @@ def register(mcp: FastMCP) -> None:
                 )
             else:
                 outcome = await manager.read(session, timeout=timeout, raw=raw)
+        except PolicyBlocked as exc:
+            outcome = RunOutcome(
+                output="", blocked=True, message=str(exc), next_offset=session.read_offset
+            )
         except UserError as exc:
             raise fail(exc) from None
+        if runtime.audit:
+            verdict = outcome.verdict
+            runtime.audit.record(
+                "pty_run"
+                if command is not None
+                else "pty_send"
+                if raw_send is not None
+                else "pty_read",
+                tool="terminal_pty_run",
+                session_id=session.id,
+                command=command,
+                cwd=session.cwd,
+                shell_kind="bash",
+                exit_code=outcome.exit_code,
+                semantic_status=verdict.status if verdict else None,
+                duration_ms=elapsed_ms(started),
+                bytes_out=len(outcome.output.encode()),
+                bytes_in=len(raw_send.encode()) if raw_send is not None else None,
+                blocked=outcome.blocked,
+                warning=outcome.warning,
+            )
         return _result(session, outcome, screen=screen, max_bytes=max_bytes)
 
     @mcp.tool(tags={"advanced"}, title="Close a PTY session", annotations=INTERACTIVE)
