@@ -13,6 +13,7 @@ The analysis never raises: any string yields an :class:`Analysis`.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import shlex
@@ -161,6 +162,10 @@ class Analysis:
     nested: tuple[Analysis, ...] = field(default=())
 
 
+# The bytes being analysed (node texts are sliced from them).
+_SOURCE: contextvars.ContextVar[bytes] = contextvars.ContextVar("analysis_source", default=b"")
+
+
 @functools.cache
 def _parser() -> Parser:
     return Parser(Language(tree_sitter_bash.language()))
@@ -177,9 +182,33 @@ def analyze(command: str) -> Analysis:
         )
 
 
+def _ascii_copy(source: bytes) -> bytes:
+    """``source`` with every non-ASCII byte replaced by ``x``, byte for byte.
+
+    The tree-sitter-bash scanner passes code points above 255 to C character-class
+    functions, which corrupts memory: fuzzing crashed the interpreter within seconds.
+    Non-ASCII characters only ever appear inside words and strings, where any letter
+    parses the same, and offsets do not move, so node texts are read from the original.
+    """
+    if source.isascii():
+        return source
+    return source.translate(_TO_ASCII)
+
+
+_TO_ASCII = bytes(range(128)) + b"x" * 128
+
+
 def _analyze(command: str) -> Analysis:
     source = command.encode("utf-8", errors="surrogateescape")
-    tree = _parser().parse(source)
+    token = _SOURCE.set(source)
+    try:
+        return _analyze_source(command, source)
+    finally:
+        _SOURCE.reset(token)
+
+
+def _analyze_source(command: str, source: bytes) -> Analysis:
+    tree = _parser().parse(_ascii_copy(source))
     root = tree.root_node
     if root.has_error:
         problem = unbalanced_quote(command)
@@ -580,7 +609,8 @@ def _sets_pipefail(args: tuple[str, ...]) -> bool:
 
 
 def _text(node: Node) -> str:
-    return (node.text or b"").decode("utf-8", errors="surrogateescape")
+    # From the original bytes: the parser saw an ASCII-only copy (see _ascii_copy).
+    return _SOURCE.get()[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
 
 
 def _is_plain(node: Node) -> bool:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..errors import UserError, printable
 from ..models import ExecResult
 from .audit import elapsed_ms
 from .buffers import StreamBuffer
@@ -54,6 +54,8 @@ def error_envelope(
     blocked: bool = False,
 ) -> ExecResult:
     """The envelope for a command that was never started."""
+    message = printable(message)
+    cwd = printable(cwd) if cwd is not None else None
     return ExecResult(
         exit_code=None,
         stdout="",

@@ -32,6 +32,8 @@ from .semantics import Verdict, classify_exit
 
 Progress = Callable[[float, str], Awaitable[None]]
 
+_SCAN_PIECE = 1024 * 1024  # wait_for searches at most this much text at a time
+
 SIGNALS = {
     "signal_int": signal.SIGINT,
     "signal_term": signal.SIGTERM,
@@ -429,8 +431,13 @@ class JobManager:
             nonlocal scan_from
             while True:
                 end = buffer.total
-                if end > scan_from:
-                    chunk = buffer.read(scan_from, end - scan_from)
+                # Scan what is there in bounded pieces: memory stays small however far
+                # the job has run ahead of the reader.
+                while end > scan_from:
+                    chunk = buffer.read(scan_from, min(end - scan_from, _SCAN_PIECE))
+                    if not chunk.data:
+                        scan_from = end
+                        break
                     text = chunk.data.decode("utf-8", "replace")
                     try:
                         hit = pattern.search(text, timeout=self.settings.regex_timeout_sec)
@@ -439,12 +446,13 @@ class JobManager:
                     if hit:
                         found.append(hit.group(0))
                         return
-                    last_newline = chunk.data.rfind(b"\n")
-                    scan_from = (
-                        chunk.offset + last_newline + 1
-                        if last_newline >= 0
-                        else (scan_from if len(chunk.data) < 65536 else end)
-                    )
+                    if chunk.end >= end:
+                        # Rescan the unfinished last line when more output arrives.
+                        newline = chunk.data.rfind(b"\n")
+                        partial = len(chunk.data) - newline - 1 if newline >= 0 else 0
+                        scan_from = chunk.end - partial if partial < _SCAN_PIECE // 2 else chunk.end
+                        break
+                    scan_from = chunk.end
                 if job.process.done.is_set() and buffer.total <= end:
                     return
                 waiter = asyncio.ensure_future(buffer.wait_beyond(end))

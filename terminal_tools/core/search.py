@@ -31,7 +31,7 @@ import pathspec
 import regex
 from wcmatch import glob as wcglob
 
-from ..errors import UserError
+from ..errors import UserError, printable
 
 Engine = Literal["ripgrep", "python"]
 
@@ -312,7 +312,7 @@ async def _rg_files(process: asyncio.subprocess.Process, collector: _Collector) 
         pending += chunk
         *names, pending = pending.split(b"\0")
         for name in names:
-            collector.add_file(os.fsdecode(name))
+            collector.add_file(printable(os.fsdecode(name)))
 
 
 async def _rg_json(
@@ -601,7 +601,7 @@ def search_python(request: SearchRequest) -> SearchOutcome:
         if time.monotonic() > deadline:
             outcome.truncated = "timeout"
             break
-        rel = relative(path, base)
+        rel = printable(relative(path, base))
         if not _matches_filters(rel, request):
             continue
         text = _read_text(path, outcome)
@@ -830,7 +830,7 @@ async def _rg_list(
                 return
             pending += chunk
             *names, pending = pending.split(b"\0")
-            paths.extend(map(os.fsdecode, names))
+            paths.extend(printable(os.fsdecode(name)) for name in names)
             if len(paths) >= _GLOB_SCAN_LIMIT:
                 truncated = "scan_limit"
                 return
@@ -862,7 +862,7 @@ def _python_list(
     for path in walker.files():
         rel = relative(path, root)
         if wanted(rel):
-            paths.append(rel)
+            paths.append(printable(rel))
             if len(paths) >= _GLOB_SCAN_LIMIT:
                 truncated = "scan_limit"
                 break

@@ -11,7 +11,7 @@ from fastmcp import Context
 from fastmcp.exceptions import ToolError
 
 from ..core.runtime import Runtime
-from ..errors import UserError
+from ..errors import UserError, printable
 
 
 def runtime_of(ctx: Context) -> Runtime:
@@ -64,4 +64,4 @@ def _path_of(uri: str) -> str | None:
 
 
 def fail(exc: UserError) -> ToolError:
-    return ToolError(str(exc))
+    return ToolError(printable(str(exc)))
