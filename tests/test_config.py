@@ -61,3 +61,32 @@ async def test_tools_reference_matches_the_live_schemas(client: Client) -> None:
     path: Path = REFERENCES / "tools.md"
     assert path.read_text() == tools_md(tools), (
         "references/tools.md is stale: run python -m terminal_tools.reference")
+
+
+async def test_login_path_takes_path_from_the_login_shell(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from .conftest import call, make_client
+
+    # A login shell whose profile adds a directory, as Homebrew or nvm setups do.
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (home / ".bash_profile").write_text(f'export PATH="{home}/bin:$PATH"\n')
+    tool = home / "bin" / "only-in-login-path"
+    tool.write_text("#!/bin/sh\necho found-it\n")
+    tool.chmod(0o755)
+    saved = {k: os.environ.get(k) for k in ("HOME", "SHELL")}
+    os.environ.update(HOME=str(home), SHELL="/bin/bash")
+    try:
+        async with make_client(login_path=True) as c:
+            info = json.loads((await c.read_resource("terminal://server-info"))[0].text)
+            assert info["path_source"].startswith("login shell")
+            result = await call(c, "terminal_exec", command="only-in-login-path")
+            assert result["stdout"] == "found-it\n"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -98,7 +98,7 @@ async def test_server_exit_leaves_no_processes(how: str) -> None:
     proc = _start_raw_server()
     try:
         _handshake(proc)
-        _start_jobs(proc, mark, 3 if how == "SIGKILL" else 2)
+        _start_jobs(proc, mark, 5 if how == "SIGKILL" else 2)
         reply = _rpc(proc, {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
             "name": "terminal_exec", "arguments": {
                 "command": "bash -c 'sleep 300 & sleep 300'", "auto_background_after_sec": 0.5,

@@ -665,9 +665,9 @@ def _literal(node: Node) -> str:
         return text[1:-1] if len(text) >= 2 else text
     if kind == "string":
         inner = text[1:-1] if len(text) >= 2 else text
-        return _unescape_double(inner)
+        return _unescape(inner, '"\\$`')
     if kind == "word":
-        return _unescape_word(text)
+        return _unescape(text)
     if kind == "concatenation":
         return "".join(_literal(c) for c in node.named_children) if node.named_children else text
     if kind == "ansi_c_string":
@@ -675,24 +675,17 @@ def _literal(node: Node) -> str:
     return text
 
 
-def _unescape_word(text: str) -> str:
+def _unescape(text: str, escapable: str | None = None) -> str:
+    """Remove backslash escapes: any character outside quotes (``escapable`` None), only
+    ``escapable`` ones inside double quotes."""
     out = []
     i = 0
     while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def _unescape_double(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in '"\\$`':
+        if (
+            text[i] == "\\"
+            and i + 1 < len(text)
+            and (escapable is None or text[i + 1] in escapable)
+        ):
             out.append(text[i + 1])
             i += 2
         else:

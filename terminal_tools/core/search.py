@@ -252,16 +252,7 @@ async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -
     if target:
         argv.append(target)
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        limit=16 * 1024 * 1024,
-    )
+    process = await _spawn_rg(argv, cwd, env)
     stderr_task = asyncio.ensure_future(_read_stderr(process))
     finished = False
     try:
@@ -281,6 +272,20 @@ async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -
     _interpret_rg_errors(process.returncode, stderr, outcome, stopped=outcome.truncated is not None)
     outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
     return outcome
+
+
+async def _spawn_rg(argv: list[str], cwd: str, env: dict[str, str]) -> asyncio.subprocess.Process:
+    # A JSON line holds a whole matched line: minified files need a large reader limit.
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        limit=16 * 1024 * 1024,
+    )
 
 
 async def _stop(process: asyncio.subprocess.Process, *, early: bool) -> None:
@@ -807,15 +812,7 @@ async def _rg_list(
     ]
     if include_ignored:
         argv += ["--no-ignore", "--hidden"]
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=root,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = await _spawn_rg(argv, root, env)
     stderr_task = asyncio.ensure_future(_read_stderr(process))
     paths: list[str] = []
     truncated = None

@@ -44,16 +44,21 @@ def marked_processes(predicate: object) -> list[psutil.Process]:
     return found
 
 
-def kill_marked(instance: str) -> int:
-    """SIGKILL every process marked with ``instance``; returns how many were signalled."""
+def _kill(procs: list[psutil.Process]) -> int:
+    """SIGKILL each process; returns how many were signalled."""
     count = 0
-    for proc in marked_processes(lambda owner: instance_of(owner) == instance):
+    for proc in procs:
         try:
             proc.kill()
             count += 1
         except psutil.Error:
             pass
     return count
+
+
+def kill_marked(instance: str) -> int:
+    """SIGKILL every process marked with ``instance``; returns how many were signalled."""
+    return _kill(marked_processes(lambda owner: instance_of(owner) == instance))
 
 
 def instance_alive(instance: str) -> bool:
@@ -78,14 +83,7 @@ def reap_predecessors(current_instance: str) -> int:
             dead[instance] = not instance_alive(instance)
         return dead[instance]
 
-    count = 0
-    for proc in marked_processes(abandoned):
-        try:
-            proc.kill()
-            count += 1
-        except psutil.Error:
-            pass
-    return count
+    return _kill(marked_processes(abandoned))
 
 
 def main() -> None:
