@@ -299,12 +299,15 @@ async def _stop(process: asyncio.subprocess.Process, *, early: bool) -> None:
 
 
 async def _read_stderr(process: asyncio.subprocess.Process) -> str:
+    """All of rg's stderr (the first 256 KiB are kept): read() returns whatever has
+    arrived, so one call can hold just the first few bytes of a message."""
     assert process.stderr is not None
-    data = await process.stderr.read(256 * 1024)
+    kept = bytearray()
     with contextlib.suppress(Exception):
-        while await process.stderr.read(65536):
-            pass
-    return data.decode("utf-8", "replace")
+        while chunk := await process.stderr.read(65536):
+            if len(kept) < 256 * 1024:
+                kept += chunk
+    return kept.decode("utf-8", "replace")
 
 
 async def _rg_files(process: asyncio.subprocess.Process, collector: _Collector) -> None:
@@ -374,25 +377,24 @@ async def _rg_json(
             outcome.files_matched = stats.get("searches_with_match")
 
 
+_REJECTED = (
+    "regex parse error",
+    "error parsing regex",
+    "unrecognized file type",
+    "invalid --glob",
+    "error parsing glob",
+    "unrecognized flag",
+)
+
+
 def _interpret_rg_errors(
     code: int | None, stderr: str, outcome: SearchOutcome, stopped: bool
 ) -> None:
     lines = [line for line in stderr.splitlines() if line.strip()]
-    if (
-        code == 2
-        and not stopped
-        and any(
-            marker in stderr
-            for marker in (
-                "regex parse error",
-                "error parsing regex",
-                "unrecognized file type",
-                "invalid --glob",
-                "error parsing glob",
-                "unrecognized flag",
-            )
-        )
-    ):
+    # Decided on what rg printed, not only its exit status: a status can be lost to the
+    # child-watcher race (asyncio then reports 255), a rejection message cannot.
+    rejected = code in (2, 255, None) and not stopped and any(m in stderr for m in _REJECTED)
+    if rejected and not outcome.matches and not outcome.files:
         raise UserError("ripgrep rejected the search: " + "\n".join(lines[:20]))
     problems = [line for line in lines if line.startswith("rg:") or ": " in line]
     outcome.errors_count = len(problems)
