@@ -192,6 +192,8 @@ class PtySession:
         self._take(data)
 
     def _flush_masker(self) -> None:
+        if self.closed:
+            return
         if self.masker is not None and self.masker.pending and not self.buffer.eof:
             self._take(self.masker.flush())
 

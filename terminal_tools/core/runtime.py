@@ -74,6 +74,7 @@ class Runtime:
         self.jobs = JobManager(self.registry, settings, self.audit)
         self._ptys = _pty_manager(self)
         self.reaped_at_start = 0
+        self.roots_cache: dict[str, str | None] = {}  # client session -> first root
         self._startup: asyncio.Task[None] | None = None
         self.closed = False
 

@@ -30,9 +30,6 @@ async def default_workdir(ctx: Context) -> str:
     return root or runtime.server_cwd
 
 
-_roots_cache: dict[str, str | None] = {}
-
-
 async def _first_root(ctx: Context, runtime: Runtime) -> str | None:
     try:
         session = ctx.session
@@ -41,9 +38,12 @@ async def _first_root(ctx: Context, runtime: Runtime) -> str | None:
         return None
     if capabilities is None or getattr(capabilities, "roots", None) is None:
         return None
-    key = f"{runtime.instance}/{ctx.session_id}"
-    if key in _roots_cache:
-        return _roots_cache[key]
+    # One roots request per client session (sessions are stable on handshake-era
+    # connections, where roots exist); the cache lives and dies with the runtime.
+    cache = runtime.roots_cache
+    key = str(ctx.session_id)
+    if key in cache:
+        return cache[key]
     root = None
     with contextlib.suppress(Exception):
         result = await asyncio.wait_for(session.list_roots(), 2.0)
@@ -52,7 +52,9 @@ async def _first_root(ctx: Context, runtime: Runtime) -> str | None:
             if path and os.path.isdir(path):
                 root = path
                 break
-    _roots_cache[key] = root
+    if len(cache) >= 256:
+        cache.pop(next(iter(cache)))
+    cache[key] = root
     return root
 
 
