@@ -22,7 +22,7 @@ import shutil
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -39,6 +39,7 @@ _LINE_CLIP = 400  # characters of a matching line shown before it is clipped
 _BINARY_SNIFF = 8192
 _MAX_FILE_BYTES = 32 * 1024 * 1024  # the Python engine skips larger files
 _GLOB_SCAN_LIMIT = 200_000  # paths listed by terminal_glob before it gives up
+_MAX_LINE = 64 * 1024 * 1024  # longest rg JSON line read (a whole minified file)
 
 
 # -- ripgrep discovery -------------------------------------------------------------------
@@ -323,17 +324,36 @@ async def _rg_files(process: asyncio.subprocess.Process, collector: _Collector) 
             collector.add_file(printable(os.fsdecode(name)))
 
 
+async def _lines(process: asyncio.subprocess.Process) -> AsyncIterator[bytes]:
+    """rg's output line by line, read in large pieces (one await per line costs more
+    than parsing the line). A line longer than 64 MiB is skipped."""
+    assert process.stdout is not None
+    pending = b""
+    skipping = False
+    while chunk := await process.stdout.read(1 << 18):
+        if b"\n" not in chunk:
+            if not skipping:
+                pending += chunk
+                if len(pending) > _MAX_LINE:
+                    pending, skipping = b"", True
+            continue
+        head, _, rest = chunk.partition(b"\n")
+        if not skipping:
+            yield pending + head
+        skipping = False
+        *lines, pending = rest.split(b"\n")
+        for line in lines:
+            yield line
+    if pending and not skipping:
+        yield pending
+
+
 async def _rg_json(
     process: asyncio.subprocess.Process, collector: _Collector, request: SearchRequest
 ) -> None:
-    assert process.stdout is not None
     outcome = collector.outcome
-    while not collector.full:
-        try:
-            line = await process.stdout.readline()
-        except ValueError:  # a line over the reader limit: skip the rest of it
-            continue
-        if not line:
+    async for line in _lines(process):
+        if collector.full:
             break
         if line.startswith((b'{"type":"begin"', b'{"type":"end"')):
             # Most lines of a wide search; only a binary file's end line matters.
