@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
@@ -119,9 +119,6 @@ class SimpleCommand:
     assignments: tuple[str, ...] = ()
     # ``>`` / ``>>`` targets when the command has output redirections.
     redirect_targets: tuple[tuple[str, str], ...] = ()
-    heredoc: str | None = None
-    # "test" for ``[ ... ]`` / ``[[ ... ]]`` written as a test_command.
-    kind: str = "command"
     # Per word: True when it is a literal (no expansion or substitution); empty = unknown.
     plain: tuple[bool, ...] = ()
 
@@ -159,7 +156,6 @@ class Analysis:
     decidable: bool = True
     background_last: bool = False
     parse_ok: bool = True
-    nested: tuple[Analysis, ...] = field(default=())
 
 
 # The bytes being analysed (node texts are sliced from them).
@@ -238,7 +234,6 @@ def _analyze_source(command: str, source: bytes) -> Analysis:
         decidable=decidable,
         background_last=background_last,
         parse_ok=not root.has_error,
-        nested=nested,
     )
 
 
@@ -286,7 +281,7 @@ class _Walker:
             self.reason("test expression")
             words = tuple(_literal(c) for c in _leaves_for_test(node))
             opener = node.children[0].type if node.children else "["
-            command = SimpleCommand(words=(opener, *words), kind="test")
+            command = SimpleCommand(words=(opener, *words))
             self._record(node, command)
             self._descend_expansions(node)
         elif kind == "redirected_statement":

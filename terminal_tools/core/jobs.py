@@ -16,7 +16,7 @@ import signal
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import regex
@@ -60,8 +60,6 @@ class Job:
     timeout_sec: float | None
     ended_wall: float | None = None
     verdict: Verdict | None = None
-    forgotten: bool = False
-    stream_names: tuple[str, ...] = field(default=("stdout", "stderr"))
 
     @property
     def merged(self) -> bool:
@@ -315,7 +313,6 @@ class JobManager:
 
     def _drop(self, job: Job) -> None:
         self._jobs.pop(job.id, None)
-        job.forgotten = True
         job.process.stdout.release()
         if job.process.stderr is not None:
             job.process.stderr.release()
