@@ -60,7 +60,11 @@ class Runtime:
             self._capture_login_path()
         self.ripgrep = find_ripgrep() if settings.search_engine != "python" else None
         self.policy = Policy.load(settings.policy) if settings.policy else Policy()
-        self.redactor = self.redactor_for(None)
+        self._secret_patterns = settings.secret_env_patterns.split(",")
+        self._base_secrets = (
+            secret_values(self.base_env, self._secret_patterns) if settings.redact_secrets else {}
+        )
+        self.redactor = Redactor(self._base_secrets)
         self.audit = AuditLog(settings.audit_log, self.redactor)
         self.budget = SpoolBudget(settings.spool_total_bytes)
         self.registry = ProcessRegistry(
@@ -102,12 +106,13 @@ class Runtime:
         return env
 
     def redactor_for(self, overrides: Mapping[str, object] | None) -> Redactor:
-        """The masker for a child: secrets of the server's environment and of ``env``."""
+        """The masker for a child: secrets of the server's environment (found once, at
+        startup) plus those a call's ``env`` brings."""
         if not self.settings.redact_secrets:
-            return Redactor({})
-        environ = dict(self.base_env)
-        environ.update({k: v for k, v in (overrides or {}).items() if isinstance(v, str)})
-        return Redactor(secret_values(environ, self.settings.secret_env_patterns.split(",")))
+            return self.redactor
+        extra = {k: v for k, v in (overrides or {}).items() if isinstance(v, str)}
+        found = secret_values(extra, self._secret_patterns) if extra else {}
+        return Redactor({**self._base_secrets, **found}) if found else self.redactor
 
     def default_workdir(self) -> str:
         return self.settings.workdir or self.server_cwd
