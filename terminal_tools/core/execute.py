@@ -99,8 +99,6 @@ async def execute(
             raise UserError("timeout_sec and auto_background_after_sec must be >= 0")
         if not 1 <= max_kb <= settings.inline_max_kb_limit:
             raise UserError(f"max_output_kb must be between 1 and {settings.inline_max_kb_limit}")
-        if request.stdin is not None and "\0" in request.command:
-            raise UserError("command contains a NUL byte")
         cwd = resolve_cwd(request.cwd, default_cwd)
         plan = plan_command(
             request.command,
