@@ -185,8 +185,12 @@ class SearchMatch(Result):
     path: str = Field(description="File path, relative to the search root when under it.")
     line: int = Field(description="1-based line number.")
     text: str = Field(description="The matching line (long lines clipped with a marker).")
-    before: list[str] = Field(default_factory=list, description="Context lines before.")
-    after: list[str] = Field(default_factory=list, description="Context lines after.")
+    before: list[str] = Field(
+        default_factory=list, description="Context lines before (present only with context)."
+    )
+    after: list[str] = Field(
+        default_factory=list, description="Context lines after (present only with context)."
+    )
 
 
 class SearchResult(Result):

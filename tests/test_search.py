@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -91,6 +92,15 @@ async def test_context_lines_are_grouped_with_their_match(engine_client: Client)
     result = await rg(engine_client, pattern="foo", context=1, path="multi.txt")
     assert result["matches"] == [{"path": "multi.txt", "line": 2, "text": "foo",
                                   "before": ["start"], "after": ["bar"]}]
+
+
+async def test_without_context_a_match_is_path_line_and_text(engine_client: Client) -> None:
+    result = await engine_client.call_tool(
+        "terminal_rg", {"pattern": "foo", "path": "multi.txt"}, raise_on_error=False
+    )
+    assert result.structured_content["matches"] == [{"path": "multi.txt", "line": 2, "text": "foo"}]
+    # The text block carries the same result, for clients that read only text.
+    assert json.loads(result.content[0].text) == result.structured_content
 
 
 async def test_max_count_per_file(engine_client: Client) -> None:

@@ -7,14 +7,16 @@ import os
 from typing import Annotated, Literal
 
 from fastmcp import Context, FastMCP
+from fastmcp.tools import ToolResult
 from pydantic import Field
 
 from ..core.commands import PlanError
 from ..core.runtime import Runtime
-from ..core.search import SearchRequest, glob_files, search_python, search_ripgrep
+from ..core.search import Match, SearchRequest, glob_files, search_python, search_ripgrep
 from ..errors import UserError
-from ..models import GlobResult, SearchMatch, SearchResult
+from ..models import GlobResult, SearchResult
 from .context import default_workdir, fail, runtime_of
+from .results import output_schema_of, payload_of, structured
 
 READ_ONLY = {
     "readOnlyHint": True,
@@ -44,8 +46,26 @@ def _engine(runtime: Runtime) -> str | None:
     return rg
 
 
+def _match_dicts(matches: list[Match]) -> list[dict[str, object]]:
+    """Matches as JSON objects; before/after appear only when they hold context lines."""
+    out: list[dict[str, object]] = []
+    for match in matches:
+        item: dict[str, object] = {"path": match.path, "line": match.line, "text": match.text}
+        if match.before:
+            item["before"] = match.before
+        if match.after:
+            item["after"] = match.after
+        out.append(item)
+    return out
+
+
 def register(mcp: FastMCP) -> None:
-    @mcp.tool(tags={"basic"}, title="Search file contents", annotations=READ_ONLY)
+    @mcp.tool(
+        tags={"basic"},
+        title="Search file contents",
+        annotations=READ_ONLY,
+        output_schema=output_schema_of(SearchResult),
+    )
     async def terminal_rg(
         pattern: Annotated[
             str,
@@ -112,7 +132,7 @@ def register(mcp: FastMCP) -> None:
                 ),
             ),
         ] = None,
-    ) -> SearchResult:
+    ) -> ToolResult:
         """Search file contents with ripgrep (structured matches, stops early at caps).
 
         Respects .gitignore and skips hidden and binary files unless told otherwise.
@@ -148,26 +168,8 @@ def register(mcp: FastMCP) -> None:
                 outcome = await asyncio.to_thread(search_python, request)
         except UserError as exc:
             raise fail(exc) from None
-        return SearchResult(
-            # model_construct: the core built these fields; validating 10,000 of them
-            # again would cost more than the search.
-            matches=[
-                SearchMatch.model_construct(
-                    path=m.path, line=m.line, text=m.text, before=m.before, after=m.after
-                )
-                for m in outcome.matches
-            ],
-            files=outcome.files,
-            total=outcome.total,
-            files_searched=outcome.files_searched,
-            files_matched=outcome.files_matched,
-            truncated=outcome.truncated,
-            errors_count=outcome.errors_count,
-            errors=outcome.errors,
-            skipped_binary=outcome.skipped_binary,
-            elapsed_ms=outcome.elapsed_ms,
-            engine=outcome.engine,
-            root=root,
+        return structured(
+            payload_of(SearchResult, outcome, matches=_match_dicts(outcome.matches), root=root)
         )
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)

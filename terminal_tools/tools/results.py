@@ -1,0 +1,45 @@
+"""Results serialized once, for tools whose answers can hold thousands of items.
+
+A tool that returns a pydantic model has FastMCP serialize it three times (to the text
+block, to a JSON-able dict and back). For a search with thousands of matches that costs
+more than the search, so those tools build the plain payload themselves, declare the
+model's schema as their output schema, and return a ready ``ToolResult``. The payload is
+validated against that schema by every MCP client that checks structured content (the
+tests use one), so the model stays the single description of the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic_core
+from fastmcp.tools import Tool, ToolResult
+from mcp_types import TextContent
+from pydantic import BaseModel
+
+
+def output_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The output schema FastMCP would derive for a tool returning ``model``."""
+
+    def returns_model() -> None: ...
+
+    returns_model.__annotations__["return"] = model
+    schema = Tool.from_function(returns_model).output_schema
+    assert schema is not None, f"{model.__name__} has no object schema"
+    return schema
+
+
+def payload_of(model: type[BaseModel], source: object, **overrides: Any) -> dict[str, Any]:
+    """The model's fields read off ``source`` (a core result with the same field names),
+    with ``overrides`` for the ones the adapter computes."""
+    return {
+        name: overrides[name] if name in overrides else getattr(source, name)
+        for name in model.model_fields
+    }
+
+
+def structured(payload: dict[str, Any]) -> ToolResult:
+    """The payload as structured content, and the same JSON as the text block (as the MCP
+    specification asks of tools with an output schema)."""
+    text = pydantic_core.to_json(payload).decode()
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
