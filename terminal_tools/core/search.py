@@ -111,7 +111,7 @@ class SearchRequest:
     regex_timeout_sec: float = 1.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Match:
     path: str
     line: int
@@ -155,7 +155,9 @@ class _Collector:
         if len(self.outcome.matches) >= self.request.max_results:
             self.outcome.truncated = "max_results"
             return
-        self.bytes += len(match.text) + sum(len(x) for x in match.before) + len(match.path)
+        self.bytes += len(match.text) + len(match.path)
+        if match.before:
+            self.bytes += sum(len(x) for x in match.before)
         if self.bytes > self.request.max_bytes:
             self.outcome.truncated = "max_bytes"
             return
@@ -324,77 +326,180 @@ async def _rg_files(process: asyncio.subprocess.Process, collector: _Collector) 
             collector.add_file(printable(os.fsdecode(name)))
 
 
-async def _lines(process: asyncio.subprocess.Process) -> AsyncIterator[bytes]:
-    """rg's output line by line, read in large pieces (one await per line costs more
+async def _whole_lines(process: asyncio.subprocess.Process) -> AsyncIterator[bytes]:
+    """rg's output in large pieces that end at a line end (an await per line costs more
     than parsing the line). A line longer than 64 MiB is skipped."""
     assert process.stdout is not None
     pending = b""
     skipping = False
     while chunk := await process.stdout.read(1 << 18):
-        if b"\n" not in chunk:
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
             if not skipping:
                 pending += chunk
                 if len(pending) > _MAX_LINE:
                     pending, skipping = b"", True
             continue
-        head, _, rest = chunk.partition(b"\n")
-        if not skipping:
-            yield pending + head
-        skipping = False
-        *lines, pending = rest.split(b"\n")
-        for line in lines:
-            yield line
+        if skipping:
+            # Drop the rest of the over-long line, up to its end.
+            chunk, skipping = chunk[chunk.find(b"\n") + 1 :], False
+            cut = chunk.rfind(b"\n")
+            pending = b""
+        lines = pending + chunk[: cut + 1]
+        pending = chunk[cut + 1 :]
+        if lines:
+            yield lines
     if pending and not skipping:
         yield pending
+
+
+# rg --json writes each match or context message with its fields in one fixed order,
+#   {"type":"match","data":{"path":{"text":"P"},"lines":{"text":"T"},"line_number":N,
+#    "absolute_offset":O,"submatches":[{"match":{"text":"M"},"start":S,...
+# and a quote inside a JSON string is always escaped, so these literals cannot occur
+# inside a path or a line. One regex pass over a batch finds every message of this shape
+# several times faster than decoding each line; a batch holding any other shape (a path
+# or line that is not UTF-8 comes as base64 "bytes") is decoded line by line instead.
+_JSON_STRING = rb'([^"\\]*(?:\\.[^"\\]*)*)'
+_MESSAGE = re.compile(
+    rb'\{"type":"(match|context)","data":\{"path":\{"text":"'
+    + _JSON_STRING
+    + rb'"\},"lines":\{"text":"'
+    + _JSON_STRING
+    + rb'"\},"line_number":(\d+)'
+    + rb'(?:,"absolute_offset":\d+,"submatches":\[\{"match":\{"(?:text|bytes)":"'
+    + rb'[^"\\]*(?:\\.[^"\\]*)*'
+    + rb'"\},"start":(\d+))?'
+)
+
+
+def _json_string(raw: bytes) -> str:
+    if b"\\" not in raw:
+        return raw.decode("utf-8", "replace")
+    decoded: str = json.loads(b'"' + raw + b'"')
+    return decoded
+
+
+def _line_text(raw: bytes) -> str:
+    """A JSON-escaped line, decoded, without its line terminator (which is escaped, so
+    nearly every line would otherwise need a full JSON decode)."""
+    body = raw
+    if body.endswith(b"\\n"):
+        body = body[:-2]
+        if body.endswith(b"\\r"):
+            body = body[:-2]
+    if b"\\" not in body:
+        return body.decode("utf-8", "replace")
+    return _json_string(raw).rstrip("\r\n")
+
+
+class _RgJsonReader:
+    """Turns batches of rg --json messages into matches, context and statistics."""
+
+    def __init__(self, collector: _Collector, request: SearchRequest) -> None:
+        self.collector = collector
+        self.request = request
+        self.outcome = collector.outcome
+
+    def feed(self, batch: bytes) -> None:
+        found = _MESSAGE.findall(batch)
+        # ',"line_number":' (unescaped quotes) is in every match and context message.
+        if len(found) == batch.count(b',"line_number":'):
+            self._found(found)
+        else:
+            for line in batch.split(b"\n"):
+                if line.startswith((b'{"type":"match"', b'{"type":"context"')):
+                    self._message(line)
+                if self.collector.full:
+                    return
+        # An end message with a binary offset: a binary file whose search stopped.
+        self.outcome.skipped_binary += batch.count(b'"binary_offset":') - batch.count(
+            b'"binary_offset":null'
+        )
+        summary = batch.rfind(b'"type":"summary"')
+        if summary >= 0:
+            begin = batch.rfind(b"\n", 0, summary) + 1
+            self._message(batch[begin:].partition(b"\n")[0])
+
+    def _found(self, found: list[tuple[bytes, bytes, bytes, bytes, bytes]]) -> None:
+        # The hot loop of a wide search: a plain one-line match, the usual case, is
+        # decoded and added without the general path's calls.
+        collector = self.collector
+        simple = not self.request.multiline
+        for kind, raw_path, raw_text, number, start in found:
+            path = raw_path.decode("utf-8", "replace") if b"\\" not in raw_path else None
+            if raw_text.endswith(b"\\n") and raw_text.find(b"\\") == len(raw_text) - 2:
+                text = raw_text[:-2].decode("utf-8", "replace")
+            else:
+                text = _line_text(raw_text)
+            if path is None:
+                path = _json_string(raw_path)
+            if kind == b"context":
+                collector.add_context(path, int(number), clip_line(text))
+            elif simple and not collector.pending_before and len(text) <= _LINE_CLIP:
+                collector.add_match(Match(path, int(number), text))
+            else:
+                self._match(path, text, int(number), int(start or 0))
+            if collector.full:
+                return
+
+    def _message(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        kind = message.get("type")
+        data = message.get("data", {})
+        if kind == "match":
+            start = data["submatches"][0]["start"] if data.get("submatches") else 0
+            self._match(
+                _text_of(data["path"]),
+                _text_of(data["lines"]).rstrip("\r\n"),
+                data["line_number"],
+                start,
+            )
+        elif kind == "context":
+            self.collector.add_context(
+                _text_of(data["path"]), data["line_number"], clip_line(_text_of(data["lines"]))
+            )
+        elif kind == "summary":
+            stats = data.get("stats", {})
+            self.outcome.files_searched = stats.get("searches")
+            self.outcome.files_matched = stats.get("searches_with_match")
+
+    def _match(self, path: str, text: str, number: int, start: int) -> None:
+        collector = self.collector
+        before: list[str] = []
+        if collector.pending_before:
+            context = self.request.context
+            before = [
+                t for p, n, t in collector.pending_before if p == path and number - n <= context
+            ]
+            collector.pending_before = []
+        if not self.request.multiline:
+            collector.add_match(Match(path, number, clip_line(text, start), before))
+            return
+        for index, piece in enumerate(text.split("\n")):
+            if index and not piece:
+                continue
+            collector.add_match(
+                Match(
+                    path,
+                    number + index,
+                    clip_line(piece, start if index == 0 else 0),
+                    before if index == 0 else [],
+                )
+            )
 
 
 async def _rg_json(
     process: asyncio.subprocess.Process, collector: _Collector, request: SearchRequest
 ) -> None:
-    outcome = collector.outcome
-    async for line in _lines(process):
+    reader = _RgJsonReader(collector, request)
+    async for batch in _whole_lines(process):
+        reader.feed(batch)
         if collector.full:
-            break
-        if line.startswith((b'{"type":"begin"', b'{"type":"end"')):
-            # Most lines of a wide search; only a binary file's end line matters.
-            if line.startswith(b'{"type":"end"') and b'"binary_offset":null' not in line:
-                outcome.skipped_binary += 1
-            continue
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        kind = message.get("type")
-        data = message.get("data", {})
-        if kind == "match":
-            path = _text_of(data["path"])
-            text = _text_of(data["lines"])
-            start = data["submatches"][0]["start"] if data.get("submatches") else 0
-            before = [
-                t
-                for p, n, t in collector.pending_before
-                if p == path and data["line_number"] - n <= request.context
-            ]
-            collector.pending_before = []
-            for index, piece in enumerate(text.split("\n") if request.multiline else [text]):
-                if index and not piece:
-                    continue
-                collector.add_match(
-                    Match(
-                        path=path,
-                        line=data["line_number"] + index,
-                        text=clip_line(piece, start if index == 0 else 0),
-                        before=before if index == 0 else [],
-                    )
-                )
-        elif kind == "context":
-            collector.add_context(
-                _text_of(data["path"]), data["line_number"], clip_line(_text_of(data["lines"]))
-            )
-        elif kind == "summary":
-            stats = data.get("stats", {})
-            outcome.files_searched = stats.get("searches")
-            outcome.files_matched = stats.get("searches_with_match")
+            return
 
 
 _REJECTED = (
