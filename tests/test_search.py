@@ -66,16 +66,19 @@ def paths(result: dict) -> set[str]:
 
 async def test_default_search_respects_ignores_hidden_and_binary(engine_client: Client) -> None:
     result = await rg(engine_client, pattern="hello")
-    assert paths(result) == {"src/util.py", "src/secret_ok.txt", "notes.md",
-                             "deep/a/b/c.txt"}
+    assert paths(result) == {"src/util.py", "src/secret_ok.txt", "notes.md", "deep/a/b/c.txt"}
     assert result["truncated"] is None
     assert result["files_matched"] == 4
 
 
 async def test_ignore_case(engine_client: Client) -> None:
     result = await rg(engine_client, pattern="hello", ignore_case=True, glob=["*.py"])
-    assert found(result) == {("app.py", 2), ("src/util.py", 2), ("src/util.py", 3),
-                             ("src/util.py", 4)}
+    assert found(result) == {
+        ("app.py", 2),
+        ("src/util.py", 2),
+        ("src/util.py", 3),
+        ("src/util.py", 4),
+    }
 
 
 async def test_glob_exclusion(engine_client: Client) -> None:
@@ -90,8 +93,9 @@ async def test_type_filter(engine_client: Client) -> None:
 
 async def test_context_lines_are_grouped_with_their_match(engine_client: Client) -> None:
     result = await rg(engine_client, pattern="foo", context=1, path="multi.txt")
-    assert result["matches"] == [{"path": "multi.txt", "line": 2, "text": "foo",
-                                  "before": ["start"], "after": ["bar"]}]
+    assert result["matches"] == [
+        {"path": "multi.txt", "line": 2, "text": "foo", "before": ["start"], "after": ["bar"]}
+    ]
 
 
 async def test_without_context_a_match_is_path_line_and_text(engine_client: Client) -> None:
@@ -142,8 +146,12 @@ async def test_multiline(engine_client: Client) -> None:
 
 async def test_files_with_matches(engine_client: Client) -> None:
     result = await rg(engine_client, pattern="hello", files_with_matches=True)
-    assert set(result["files"]) == {"src/util.py", "src/secret_ok.txt", "notes.md",
-                                    "deep/a/b/c.txt"}
+    assert set(result["files"]) == {
+        "src/util.py",
+        "src/secret_ok.txt",
+        "notes.md",
+        "deep/a/b/c.txt",
+    }
     assert result["matches"] == []
 
 
@@ -169,8 +177,7 @@ async def test_missing_path_is_a_clear_error(engine_client: Client) -> None:
 
 
 async def test_unknown_type_is_a_clear_error(engine_client: Client) -> None:
-    error = await call_error(engine_client, "terminal_rg", pattern="x",
-                             type_filter="no-such-type")
+    error = await call_error(engine_client, "terminal_rg", pattern="x", type_filter="no-such-type")
     assert "type" in error.lower()
 
 
@@ -179,8 +186,9 @@ async def test_binary_files_are_skipped(engine_client: Client) -> None:
     assert "bin.dat" not in paths(result)
 
 
-async def test_unreadable_subtree_is_counted_not_fatal(engine_client: Client,
-                                                       tmp_path: Path) -> None:
+async def test_unreadable_subtree_is_counted_not_fatal(
+    engine_client: Client, tmp_path: Path
+) -> None:
     if os.geteuid() == 0:
         pytest.skip("root can read everything")
     locked = tmp_path / "locked"
@@ -201,6 +209,49 @@ async def test_pathological_regex_is_bounded_in_the_python_engine(tmp_path: Path
         result = await call(c, "terminal_rg", pattern="(a|aa)+$", path=str(tmp_path))
         assert time.monotonic() - started < 10
         assert result["matches"] == []
+
+
+# Names and lines that exercise every way rg's JSON can spell a path or a line: quotes,
+# backslashes, control characters, CRLF, a literal backslash-n at the end of a file,
+# non-ASCII text, and a name and a line that are not UTF-8 (sent by rg as base64).
+TRICKY: dict[bytes, bytes] = {
+    b'quote"and\\back.txt': b"needle one\n",
+    b"plain.txt": (
+        b'needle "quoted" \\ back\n'
+        b"tab\tneedle\n"
+        b"uni \xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac needle\n"
+        b"needle crlf\r\n"
+        b"\x1b[31mneedle\x1b[0m\n"
+        b"a\nneedle in context\nb\n"
+        b"ends with needle\\n"
+    ),
+    b"lat\xe9.txt": b"needle latin\n",
+    b"bytes.txt": b"needle \xff\xfe bad\n",
+}
+
+
+@pytest.mark.parametrize("context", [0, 1])
+async def test_engines_agree_on_tricky_names_and_lines(tmp_path: Path, context: int) -> None:
+    for name, content in TRICKY.items():
+        (tmp_path / os.fsdecode(name)).write_bytes(content)
+    results = {}
+    for engine in ("ripgrep", "python"):
+        async with make_client(search_engine=engine, workdir=str(tmp_path)) as c:
+            result = await call(c, "terminal_rg", pattern="needle", context=context)
+            results[engine] = sorted(result["matches"], key=lambda m: (m["path"], m["line"]))
+    assert results["ripgrep"] == results["python"]
+    by_place = {(m["path"], m["line"]): m["text"] for m in results["ripgrep"]}
+    assert by_place[('quote"and\\back.txt', 1)] == "needle one"
+    assert by_place[("plain.txt", 1)] == 'needle "quoted" \\ back'
+    assert by_place[("plain.txt", 3)] == "uni \u00e9 \u65e5\u672c needle"
+    assert by_place[("plain.txt", 4)] == "needle crlf"
+    assert by_place[("plain.txt", 5)] == "\x1b[31mneedle\x1b[0m"
+    assert by_place[("plain.txt", 9)] == "ends with needle\\n"
+    assert by_place[("lat\\xe9.txt", 1)] == "needle latin"
+    assert by_place[("bytes.txt", 1)] == "needle \ufffd\ufffd bad"
+    if context:
+        lead = next(m for m in results["ripgrep"] if m["line"] == 7)
+        assert lead["before"] == ["a"] and lead["after"] == ["b"]
 
 
 # -- glob ----------------------------------------------------------------------------------

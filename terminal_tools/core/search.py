@@ -15,6 +15,7 @@ import contextlib
 import functools
 import heapq
 import importlib.metadata
+import itertools
 import json
 import os
 import re
@@ -174,7 +175,9 @@ class _Collector:
         self.outcome.total += 1
 
     def add_context(self, path: str, line: int, text: str) -> None:
-        """Context lines follow the match before them, or lead the match after them."""
+        """A context line follows the match before it and leads the match after it, when
+        within reach of each: every match carries its own context, and a line between
+        two close matches is given to both."""
         matches = self.outcome.matches
         last = matches[-1] if matches else None
         if (
@@ -184,7 +187,6 @@ class _Collector:
             and len(last.after) < self.request.context
         ):
             last.after.append(text)
-            return
         self.pending_before.append((path, line, text))
 
 
@@ -238,6 +240,13 @@ def _text_of(value: dict[str, str]) -> str:
     if "text" in value:
         return value["text"]
     return base64.b64decode(value.get("bytes", "")).decode("utf-8", "replace")
+
+
+def _path_of(value: dict[str, str]) -> str:
+    """A path rg sent as base64 bytes (not UTF-8) gets \\xNN escapes, as everywhere else."""
+    if "text" in value:
+        return value["text"]
+    return printable(os.fsdecode(base64.b64decode(value.get("bytes", ""))))
 
 
 async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -> SearchOutcome:
@@ -453,14 +462,14 @@ class _RgJsonReader:
         if kind == "match":
             start = data["submatches"][0]["start"] if data.get("submatches") else 0
             self._match(
-                _text_of(data["path"]),
+                _path_of(data["path"]),
                 _text_of(data["lines"]).rstrip("\r\n"),
                 data["line_number"],
                 start,
             )
         elif kind == "context":
             self.collector.add_context(
-                _text_of(data["path"]), data["line_number"], clip_line(_text_of(data["lines"]))
+                _path_of(data["path"]), data["line_number"], clip_line(_text_of(data["lines"]))
             )
         elif kind == "summary":
             stats = data.get("stats", {})
@@ -787,9 +796,11 @@ def _search_file(
     )
     found: list[Match] = []
     try:
-        for first, last, column in spans:
-            before = lines[max(0, first - request.context) : first] if request.context else []
-            after = lines[last + 1 : last + 1 + request.context] if request.context else []
+        hits = list(itertools.islice(spans, 1 if request.files_with_matches else request.max_count))
+        matched = {number for first, last, _ in hits for number in range(first, last + 1)}
+        for first, last, column in hits:
+            before = _context(lines, matched, first, -1, request.context)
+            after = _context(lines, matched, last, 1, request.context)
             for number in range(first, last + 1):
                 found.append(
                     Match(
@@ -803,10 +814,6 @@ def _search_file(
                         after=[clip_line(x) for x in after] if number == last else [],
                     )
                 )
-            if request.files_with_matches:
-                break
-            if request.max_count is not None and len(found) >= request.max_count:
-                break
     except TimeoutError:
         outcome.errors_count += 1
         if len(outcome.errors) < 5:
@@ -816,6 +823,17 @@ def _search_file(
             )
         return []
     return found
+
+
+def _context(lines: list[str], matched: set[int], edge: int, step: int, count: int) -> list[str]:
+    """Up to ``count`` lines next to a match (before it with step -1, after it with +1),
+    stopping at the next matching line: a neighbouring match is an entry of its own."""
+    taken: list[str] = []
+    index = edge + step
+    while len(taken) < count and 0 <= index < len(lines) and index not in matched:
+        taken.append(lines[index])
+        index += step
+    return taken[::-1] if step < 0 else taken
 
 
 def _line_hits(
