@@ -42,4 +42,9 @@ def structured(payload: dict[str, Any]) -> ToolResult:
     """The payload as structured content, and the same JSON as the text block (as the MCP
     specification asks of tools with an output schema)."""
     text = pydantic_core.to_json(payload).decode()
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    # model_construct: ToolResult() would serialize the payload and parse it back to
+    # make it JSON-safe, which it already is (built from str, int, bool, None, lists
+    # and dicts), and which costs more than the rest of the reply for a large result.
+    return ToolResult.model_construct(
+        content=[TextContent(type="text", text=text)], structured_content=payload
+    )
