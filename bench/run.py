@@ -143,6 +143,19 @@ async def timed(n: int, action: Callable[[], Awaitable[Any]]) -> list[float]:
     return samples
 
 
+async def paired(
+    n: int, ours: Callable[[], Awaitable[Any]], baseline: Callable[[], Awaitable[Any]]
+) -> tuple[list[float], list[float]]:
+    """Time ``ours`` and ``baseline`` alternately, so that drift in a noisy machine's
+    speed falls on both sides of the ratio alike."""
+    ours_samples: list[float] = []
+    baseline_samples: list[float] = []
+    for _ in range(n):
+        ours_samples += await timed(1, ours)
+        baseline_samples += await timed(1, baseline)
+    return ours_samples, baseline_samples
+
+
 class PeakRss:
     """Samples a process's RSS every 5 ms in a thread."""
 
@@ -429,30 +442,25 @@ async def bench_search(client: RawClient, runs: int) -> list[dict[str, Any]]:
         root = Path(directory)
         make_tree(root, 20000)
         await call(client, "terminal_rg", pattern="needle_marker", path=str(root), max_results=5000)
-        ours = summary(
-            await timed(
+        ours, base = map(
+            summary,
+            await paired(
                 runs,
                 lambda: call(
                     client, "terminal_rg", pattern="needle_marker", path=str(root), max_results=5000
                 ),
-            )
+                lambda: raw_spawn([rg, "--json", "needle_marker", str(root)]),
+            ),
         )
-        base = summary(
-            await timed(runs, lambda: raw_spawn([rg, "--json", "needle_marker", str(root)]))
-        )
-        glob_ours = summary(
-            await timed(
+        glob_ours, glob_base = map(
+            summary,
+            await paired(
                 runs,
                 lambda: call(
                     client, "terminal_glob", pattern="*.py", path=str(root), max_results=20000
                 ),
-            )
-        )
-        glob_base = summary(
-            await timed(
-                runs,
                 lambda: raw_spawn([rg, "--files", "-g", "*.py", "--sortr=modified", str(root)]),
-            )
+            ),
         )
     rg_ratio = ours["median"] / base["median"]
     glob_ratio = glob_ours["median"] / glob_base["median"]
@@ -505,7 +513,7 @@ async def main() -> None:
         rows += await bench_wait_latency(client, 5 if args.quick else 15)
         rows.append(await bench_concurrency(client))
         rows.append(await bench_pty(client, runs))
-        rows += await bench_search(client, 5 if args.quick else 10)
+        rows += await bench_search(client, 10 if args.quick else 30)
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": platform.machine(),

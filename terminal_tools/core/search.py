@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Required, TypedDict
 
 import pathspec
 import regex
@@ -112,13 +112,25 @@ class SearchRequest:
     regex_timeout_sec: float = 1.0
 
 
-@dataclass(slots=True)
-class Match:
-    path: str
-    line: int
-    text: str
-    before: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
+class Match(TypedDict, total=False):
+    """A matching line, ready to be sent as JSON (a search can hold thousands, so they
+    are built once, as the dicts that are sent). ``before`` and ``after`` are present
+    only when they hold context lines."""
+
+    path: Required[str]
+    line: Required[int]
+    text: Required[str]
+    before: list[str]
+    after: list[str]
+
+
+def new_match(path: str, line: int, text: str, before: list[str], after: list[str]) -> Match:
+    match: Match = {"path": path, "line": line, "text": text}
+    if before:
+        match["before"] = before
+    if after:
+        match["after"] = after
+    return match
 
 
 @dataclass
@@ -156,9 +168,9 @@ class _Collector:
         if len(self.outcome.matches) >= self.request.max_results:
             self.outcome.truncated = "max_results"
             return
-        self.bytes += len(match.text) + len(match.path)
-        if match.before:
-            self.bytes += sum(len(x) for x in match.before)
+        self.bytes += len(match["text"]) + len(match["path"])
+        if "before" in match:
+            self.bytes += sum(len(x) for x in match["before"])
         if self.bytes > self.request.max_bytes:
             self.outcome.truncated = "max_bytes"
             return
@@ -179,14 +191,16 @@ class _Collector:
         within reach of each: every match carries its own context, and a line between
         two close matches is given to both."""
         matches = self.outcome.matches
-        last = matches[-1] if matches else None
-        if (
-            last is not None
-            and last.path == path
-            and 0 < line - last.line <= (self.request.context + len(last.after))
-            and len(last.after) < self.request.context
-        ):
-            last.after.append(text)
+        if matches:
+            last = matches[-1]
+            after = last.get("after", [])
+            context = self.request.context
+            if (
+                last["path"] == path
+                and 0 < line - last["line"] <= context + len(after)
+                and len(after) < context
+            ):
+                last["after"] = [*after, text]
         self.pending_before.append((path, line, text))
 
 
@@ -446,7 +460,7 @@ class _RgJsonReader:
             if kind == b"context":
                 collector.add_context(path, int(number), clip_line(text))
             elif simple and not collector.pending_before and len(text) <= _LINE_CLIP:
-                collector.add_match(Match(path, int(number), text))
+                collector.add_match({"path": path, "line": int(number), "text": text})
             else:
                 self._match(path, text, int(number), int(start or 0))
             if collector.full:
@@ -486,17 +500,18 @@ class _RgJsonReader:
             ]
             collector.pending_before = []
         if not self.request.multiline:
-            collector.add_match(Match(path, number, clip_line(text, start), before))
+            collector.add_match(new_match(path, number, clip_line(text, start), before, []))
             return
         for index, piece in enumerate(text.split("\n")):
             if index and not piece:
                 continue
             collector.add_match(
-                Match(
+                new_match(
                     path,
                     number + index,
                     clip_line(piece, start if index == 0 else 0),
                     before if index == 0 else [],
+                    [],
                 )
             )
 
@@ -803,15 +818,15 @@ def _search_file(
             after = _context(lines, matched, last, 1, request.context)
             for number in range(first, last + 1):
                 found.append(
-                    Match(
-                        path=rel,
-                        line=number + 1,
-                        text=clip_line(
+                    new_match(
+                        rel,
+                        number + 1,
+                        clip_line(
                             lines[number] if number < len(lines) else "",
                             column if number == first else 0,
                         ),
-                        before=[clip_line(x) for x in before] if number == first else [],
-                        after=[clip_line(x) for x in after] if number == last else [],
+                        [clip_line(x) for x in before] if number == first else [],
+                        [clip_line(x) for x in after] if number == last else [],
                     )
                 )
     except TimeoutError:

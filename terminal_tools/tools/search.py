@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ..core.commands import PlanError
 from ..core.runtime import Runtime
-from ..core.search import Match, SearchRequest, glob_files, search_python, search_ripgrep
+from ..core.search import SearchRequest, glob_files, search_python, search_ripgrep
 from ..errors import UserError
 from ..models import GlobResult, SearchResult
 from .context import default_workdir, fail, runtime_of
@@ -44,19 +44,6 @@ def _engine(runtime: Runtime) -> str | None:
     if rg is None and choice == "ripgrep":
         raise UserError("search_engine is 'ripgrep' but no rg binary was found")
     return rg
-
-
-def _match_dicts(matches: list[Match]) -> list[dict[str, object]]:
-    """Matches as JSON objects; before/after appear only when they hold context lines."""
-    out: list[dict[str, object]] = []
-    for match in matches:
-        item: dict[str, object] = {"path": match.path, "line": match.line, "text": match.text}
-        if match.before:
-            item["before"] = match.before
-        if match.after:
-            item["after"] = match.after
-        out.append(item)
-    return out
 
 
 def register(mcp: FastMCP) -> None:
@@ -168,9 +155,7 @@ def register(mcp: FastMCP) -> None:
                 outcome = await asyncio.to_thread(search_python, request)
         except UserError as exc:
             raise fail(exc) from None
-        return structured(
-            payload_of(SearchResult, outcome, matches=_match_dicts(outcome.matches), root=root)
-        )
+        return structured(payload_of(SearchResult, outcome, root=root))
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)
     async def terminal_glob(
