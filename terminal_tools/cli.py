@@ -68,9 +68,17 @@ def _install_signal_handlers() -> None:
 
     def handle(signum: int, frame: FrameType | None) -> None:
         # FastMCP skips its lifespan teardown on SIGTERM/SIGHUP and hangs on SIGINT while
-        # the stdin reader blocks; end every child here and leave at once.
-        kill_everything_now()
-        os._exit(128 + signum)
+        # the stdin reader blocks; end every child here and leave at once. Whatever
+        # happens in the cleanup (an error, a /proc read that blocks), the server still
+        # exits: SIGALRM's default action ends it within 5 s, and the watchdog process
+        # then ends the children, as after a SIGKILL.
+        if hasattr(signal, "SIGALRM"):  # POSIX
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(5)
+        try:
+            kill_everything_now()
+        finally:
+            os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, handle)
