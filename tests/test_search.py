@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 
-from .conftest import call, call_error, make_client
+from .conftest import call, call_error, make_client, stdio_transport
 
 pytestmark = pytest.mark.anyio
 
@@ -186,18 +188,38 @@ async def test_binary_files_are_skipped(engine_client: Client) -> None:
     assert "bin.dat" not in paths(result)
 
 
-async def test_unreadable_subtree_is_counted_not_fatal(
-    engine_client: Client, tmp_path: Path
-) -> None:
+def _unprivileged_server(engine: str) -> StdioTransport:
+    """The server over stdio, unable to read what its permissions deny. Root (as in CI)
+    reads everything, so it is started without the capabilities that allow that."""
+    transport = stdio_transport(env={"TERMINAL_TOOLS_SEARCH_ENGINE": engine})
     if os.geteuid() == 0:
-        pytest.skip("root can read everything")
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and util-linux setpriv is not installed")
+        transport.args = [
+            "--bounding-set=-dac_override,-dac_read_search",
+            transport.command,
+            *transport.args,
+        ]
+        transport.command = setpriv
+    return transport
+
+
+@pytest.mark.parametrize("engine", ["ripgrep", "python"])
+async def test_unreadable_subtree_is_counted_not_fatal(engine: str, tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
+    (locked / "inside.txt").write_text("hello\n")
     (tmp_path / "ok.txt").write_text("hello\n")
     locked.chmod(0)
     try:
-        result = await rg(engine_client, pattern="hello", path=str(tmp_path))
-        assert paths(result) == {"ok.txt"} and result["errors_count"] >= 1
+        async with Client(_unprivileged_server(engine)) as c:
+            result = await call(c, "terminal_rg", pattern="hello", path=str(tmp_path))
+        assert result["engine"] == engine
+        assert [m["path"] for m in result["matches"]] == ["ok.txt"]
+        assert result["truncated"] is None
+        assert result["errors_count"] == 1
+        assert result["errors"] == ["locked: Permission denied"]
     finally:
         locked.chmod(0o755)
 

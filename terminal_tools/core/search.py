@@ -547,7 +547,14 @@ def _interpret_rg_errors(
         raise UserError("ripgrep rejected the search: " + "\n".join(lines[:20]))
     problems = [line for line in lines if line.startswith("rg:") or ": " in line]
     outcome.errors_count = len(problems)
-    outcome.errors = problems[:5]
+    outcome.errors = [_plain_error(line) for line in problems[:5]]
+
+
+def _plain_error(line: str) -> str:
+    """'rg: ./dir: Permission denied (os error 13)' -> 'dir: Permission denied', as the
+    Python engine words it."""
+    line = line.removeprefix("rg: ").removeprefix("./")
+    return re.sub(r" \(os error \d+\)$", "", line)
 
 
 def _cwd_and_target(root: str) -> tuple[str, str | None]:
@@ -629,7 +636,7 @@ class _Walker:
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError as exc:
-            self.errors.append(f"{directory}: {exc.strerror or exc}")
+            self.errors.append(f"{relative(directory, self.root)}: {exc.strerror or exc}")
             return
         for entry in entries:
             if entry.name == ".git" or (not self.hidden and entry.name.startswith(".")):
@@ -760,7 +767,7 @@ def search_python(request: SearchRequest) -> SearchOutcome:
         rel = printable(relative(path, base))
         if not _matches_filters(rel, request):
             continue
-        text = _read_text(path, outcome)
+        text = _read_text(path, rel, outcome)
         if text is None:
             continue
         searched += 1
@@ -781,14 +788,14 @@ def search_python(request: SearchRequest) -> SearchOutcome:
     return outcome
 
 
-def _read_text(path: str, outcome: SearchOutcome) -> str | None:
+def _read_text(path: str, rel: str, outcome: SearchOutcome) -> str | None:
     try:
         with open(path, "rb") as handle:
             data = handle.read(_MAX_FILE_BYTES)
     except OSError as exc:
         outcome.errors_count += 1
         if len(outcome.errors) < 5:
-            outcome.errors.append(f"{path}: {exc.strerror or exc}")
+            outcome.errors.append(f"{rel}: {exc.strerror or exc}")
         return None
     if b"\0" in data[:_BINARY_SNIFF]:
         outcome.skipped_binary += 1
