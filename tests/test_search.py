@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
@@ -222,6 +223,35 @@ async def test_unreadable_subtree_is_counted_not_fatal(engine: str, tmp_path: Pa
         assert result["errors"] == ["locked: Permission denied"]
     finally:
         locked.chmod(0o755)
+
+
+async def test_ripgrep_past_the_time_limit_returns_what_it_has(tmp_path: Path) -> None:
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)  # rg blocks reading a FIFO it is pointed at
+    async with make_client(search_engine="ripgrep", search_timeout_sec=1.0) as c:
+        started = time.monotonic()
+        result = await call(c, "terminal_rg", pattern="x", path=str(fifo))
+        assert time.monotonic() - started < 10
+        assert result["truncated"] == "timeout" and result["files_searched"] is None
+        assert not [
+            child
+            for child in psutil.Process().children(recursive=True)
+            if "never-written" in " ".join(child.cmdline())
+        ], "the stuck rg was left running"
+        # The server still searches after killing the stuck rg.
+        (tmp_path / "a.txt").write_text("x\n")
+        again = await call(c, "terminal_rg", pattern="x", path=str(tmp_path / "a.txt"))
+        assert again["matches"] == [{"path": "a.txt", "line": 1, "text": "x"}]
+
+
+async def test_python_engine_past_the_time_limit_returns_partial_results(tmp_path: Path) -> None:
+    for index in range(3000):
+        (tmp_path / f"f{index:04}.txt").write_text("needle\n")
+    async with make_client(search_engine="python", search_timeout_sec=0.05) as c:
+        result = await call(c, "terminal_rg", pattern="needle", path=str(tmp_path), max_results=5000)
+    assert result["truncated"] == "timeout" and result["files_searched"] is None
+    assert len(result["matches"]) < 3000
+    assert all(m["text"] == "needle" for m in result["matches"])
 
 
 async def test_pathological_regex_is_bounded_in_the_python_engine(tmp_path: Path) -> None:
