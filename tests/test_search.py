@@ -163,6 +163,17 @@ async def test_caps_are_reported(engine_client: Client) -> None:
     assert len(result["matches"]) == 2 and result["truncated"] == "max_results"
 
 
+@pytest.mark.parametrize("engine", ["ripgrep", "python"])
+async def test_byte_cap_stops_a_wide_search(engine: str, tmp_path: Path) -> None:
+    for index in range(200):
+        (tmp_path / f"f{index:03}.txt").write_text(f"needle {'x' * 60} {index}\n")
+    async with make_client(search_engine=engine, inline_max_kb=4) as c:
+        result = await call(c, "terminal_rg", pattern="needle", path=str(tmp_path))
+    assert result["truncated"] == "max_bytes" and result["files_searched"] is None
+    sent = sum(len(m["text"]) + len(m["path"]) for m in result["matches"])
+    assert 0 < len(result["matches"]) < 200 and sent <= 4 * 1024
+
+
 async def test_long_lines_are_clipped_around_the_match(engine_client: Client) -> None:
     result = await rg(engine_client, pattern="needle")
     text = result["matches"][0]["text"]
