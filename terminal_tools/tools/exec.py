@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastmcp import Context, FastMCP
+from fastmcp.tools import ToolResult
 from pydantic import Field
 
 from ..core.execute import ExecRequest, execute
@@ -13,6 +14,7 @@ from ..core.processes import Limits as CoreLimits
 from ..errors import UserError
 from ..models import ExecResult, Limits, OutputPage
 from .context import default_workdir, fail, runtime_of
+from .results import output_schema_of, structured_model
 
 
 def core_limits(limits: Limits | None) -> CoreLimits | None:
@@ -32,6 +34,7 @@ def register(mcp: FastMCP) -> None:
     @mcp.tool(
         tags={"basic"},
         title="Run a command",
+        output_schema=output_schema_of(ExecResult),
         annotations={
             "readOnlyHint": False,
             "destructiveHint": True,
@@ -123,7 +126,7 @@ def register(mcp: FastMCP) -> None:
                 )
             ),
         ] = False,
-    ) -> ExecResult:
+    ) -> ToolResult:
         """Run a command and wait for its result.
 
         Read semantic_status first: grep exiting 1 is "ok: No matches found". Output that
@@ -145,11 +148,14 @@ def register(mcp: FastMCP) -> None:
             limits=core_limits(limits),
             raw=raw,
         )
-        return await execute(runtime, request, await default_workdir(ctx), progress_reporter(ctx))
+        result = await execute(runtime, request, await default_workdir(ctx), progress_reporter(ctx))
+        # Inline output can reach megabytes: serialize it once (see results.py).
+        return structured_model(result)
 
     @mcp.tool(
         tags={"basic"},
         title="Read stored output",
+        output_schema=output_schema_of(OutputPage),
         annotations={
             "readOnlyHint": True,
             "destructiveHint": False,
@@ -184,7 +190,7 @@ def register(mcp: FastMCP) -> None:
                 description=("With pattern: lines of context before and after each match."),
             ),
         ] = 0,
-    ) -> OutputPage:
+    ) -> ToolResult:
         """Page through the complete output of a command whose output did not fit inline.
 
         Pages never split a UTF-8 character. With `pattern`, search the stored stream
@@ -192,7 +198,7 @@ def register(mcp: FastMCP) -> None:
         """
         runtime = runtime_of(ctx)
         try:
-            return read_output(
+            page = read_output(
                 runtime.store,
                 output_handle,
                 stream=stream,
@@ -204,3 +210,4 @@ def register(mcp: FastMCP) -> None:
             )
         except UserError as exc:
             raise fail(exc) from None
+        return structured_model(page)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastmcp import Context, FastMCP
+from fastmcp.tools import ToolResult
 from pydantic import Field
 
 from ..core.commands import PolicyBlocked, plan_command, resolve_cwd
@@ -13,6 +14,7 @@ from ..errors import UserError
 from ..models import JobLogs, JobManaged, JobStarted, Limits
 from .context import default_workdir, fail, runtime_of
 from .exec import core_limits, progress_reporter
+from .results import output_schema_of, structured_model
 
 ManageAction = Literal[
     "list",
@@ -131,6 +133,7 @@ def register(mcp: FastMCP) -> None:
     @mcp.tool(
         tags={"basic"},
         title="Read job output",
+        output_schema=output_schema_of(JobLogs),
         annotations={
             "readOnlyHint": True,
             "destructiveHint": False,
@@ -183,7 +186,7 @@ def register(mcp: FastMCP) -> None:
                 )
             ),
         ] = None,
-    ) -> JobLogs:
+    ) -> ToolResult:
         """Read a job's output by absolute byte offset, optionally waiting server-side.
 
         Keep next_offset and pass it back as since_offset: nothing is repeated or
@@ -192,7 +195,7 @@ def register(mcp: FastMCP) -> None:
         runtime = runtime_of(ctx)
         try:
             job = runtime.jobs.get(job_id)
-            return await runtime.jobs.logs(
+            logs = await runtime.jobs.logs(
                 job,
                 stream=stream,
                 since_offset=since_offset,
@@ -207,6 +210,8 @@ def register(mcp: FastMCP) -> None:
             )
         except UserError as exc:
             raise fail(exc) from None
+        # A page can hold megabytes: serialize it once (see results.py).
+        return structured_model(logs)
 
     @mcp.tool(
         tags={"basic"},

@@ -1,11 +1,12 @@
-"""Results serialized once, for tools whose answers can hold thousands of items.
+"""Results serialized once, for the tools whose answers can be large.
 
 A tool that returns a pydantic model has FastMCP serialize it three times (to the text
-block, to a JSON-able dict and back). For a search with thousands of matches that costs
-more than the search, so those tools build the plain payload themselves, declare the
-model's schema as their output schema, and return a ready ``ToolResult``. The payload is
-validated against that schema by every MCP client that checks structured content (the
-tests use one), so the model stays the single description of the result.
+block, to a JSON-able dict and back). For thousands of search matches or megabytes of
+output that costs more than producing the answer, so terminal_exec, terminal_output_get,
+terminal_job_logs and terminal_rg build the plain payload themselves, declare the
+model's schema as their output schema, and return a ready ``ToolResult``. MCP clients
+that check structured content validate it against that schema (the tests use one), so
+the model stays the single description of each result.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def payload_of(model: type[BaseModel], source: object, **overrides: Any) -> dict
         name: overrides[name] if name in overrides else getattr(source, name)
         for name in model.model_fields
     }
+
+
+def structured_model(result: BaseModel) -> ToolResult:
+    """A model result, dumped to plain data once and serialized once."""
+    return structured(result.model_dump(mode="json"))
 
 
 def structured(payload: dict[str, Any]) -> ToolResult:
