@@ -123,7 +123,7 @@ async def test_timeout_kills_the_whole_tree(client: Client) -> None:
     elapsed = time.monotonic() - started
     assert_envelope(result)
     assert result["timed_out"] is True and result["semantic_status"] == "error"
-    assert elapsed < 1 + 3
+    assert elapsed < 1 + 5  # the 1 s limit, the kill grace, and slack for a loaded machine
     assert not await wait_until_gone(mark, timeout=5)
 
 
