@@ -194,8 +194,8 @@ class SearchMatch(Result):
 
 
 class SearchResult(Result):
-    matches: list[SearchMatch] = Field(description="Matching lines, in file order.")
-    files: list[str] = Field(description="Files with a match (files_with_matches only).")
+    matches: list[SearchMatch] = Field(description="Matching lines, by path, then line.")
+    files: list[str] = Field(description="Files with a match, by path (files_with_matches only).")
     total: int = Field(description="Matches (or files) returned.")
     files_searched: int | None = Field(
         description="Files searched; null when the search stopped early."

@@ -17,6 +17,7 @@ import heapq
 import importlib.metadata
 import itertools
 import json
+import operator
 import os
 import re
 import shutil
@@ -296,8 +297,17 @@ async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -
         await _stop(process, early=not finished)
     stderr = await stderr_task
     _interpret_rg_errors(process.returncode, stderr, outcome, stopped=outcome.truncated is not None)
+    _in_path_order(outcome)
     outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
     return outcome
+
+
+def _in_path_order(outcome: SearchOutcome) -> None:
+    """ripgrep searches files in parallel and reports them in no fixed order; sorted by
+    path (a file's lines stay in line order: the sort is stable), the same search gives
+    the same answer, from either engine."""
+    outcome.matches.sort(key=operator.itemgetter("path"))
+    outcome.files.sort()
 
 
 async def _spawn_rg(argv: list[str], cwd: str, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -784,6 +794,7 @@ def search_python(request: SearchRequest) -> SearchOutcome:
     if outcome.truncated is None:
         outcome.files_searched = searched
         outcome.files_matched = matched_files
+    _in_path_order(outcome)
     outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
     return outcome
 
