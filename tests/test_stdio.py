@@ -35,10 +35,14 @@ async def test_legacy_handshake_over_stdio() -> None:
         assert (await call(c, "terminal_exec", command="true"))["exit_code"] == 0
 
 
-def _start_raw_server(*args: str) -> subprocess.Popen[bytes]:
+def _start_raw_server(*args: str, prelude: str = "") -> subprocess.Popen[bytes]:
+    """The server as a client starts it; ``prelude`` is Python run before its main()."""
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG")}
+    command = ["-m", "terminal_tools", *args]
+    if prelude:
+        command = ["-c", f"{prelude}\nfrom terminal_tools.cli import main\nmain({list(args)!r})"]
     return subprocess.Popen(
-        [sys.executable, "-m", "terminal_tools", *args],
+        [sys.executable, *command],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         cwd=REPO, start_new_session=True,
     )
@@ -114,6 +118,30 @@ async def test_server_exit_leaves_no_processes(how: str) -> None:
         survivors = await wait_until_gone(mark, timeout=10)
         assert not survivors, f"{how}: {len(survivors)} processes survived"
         assert time.monotonic() - started < 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=5)
+
+
+async def test_server_exits_on_sigterm_even_if_its_cleanup_hangs() -> None:
+    # Cleanup that never returns: the alarm set by the signal handler still ends the
+    # server, and the watchdog then ends its children.
+    mark = new_mark()
+    proc = _start_raw_server(prelude=(
+        "import time, terminal_tools.server as s\n"
+        "s.kill_everything_now = lambda: time.sleep(3600)"
+    ))
+    try:
+        _handshake(proc)
+        _start_jobs(proc, mark, 2)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        assert code == -signal.SIGALRM
+        assert 4 < time.monotonic() - started < 30
+        survivors = await wait_until_gone(mark, timeout=10)
+        assert not survivors, f"{len(survivors)} processes survived"
     finally:
         if proc.poll() is None:
             proc.kill()
