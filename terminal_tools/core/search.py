@@ -201,7 +201,7 @@ class _Collector:
                 and 0 < line - last["line"] <= context + len(after)
                 and len(after) < context
             ):
-                last["after"] = [*after, text]
+                last.setdefault("after", []).append(text)
         self.pending_before.append((path, line, text))
 
 
@@ -456,17 +456,11 @@ class _RgJsonReader:
 
     def _found(self, found: list[tuple[bytes, bytes, bytes, bytes, bytes]]) -> None:
         # The hot loop of a wide search: a plain one-line match, the usual case, is
-        # decoded and added without the general path's calls.
+        # added directly, without the general path's context and clipping work.
         collector = self.collector
         simple = not self.request.multiline
         for kind, raw_path, raw_text, number, start in found:
-            path = raw_path.decode("utf-8", "replace") if b"\\" not in raw_path else None
-            if raw_text.endswith(b"\\n") and raw_text.find(b"\\") == len(raw_text) - 2:
-                text = raw_text[:-2].decode("utf-8", "replace")
-            else:
-                text = _line_text(raw_text)
-            if path is None:
-                path = _json_string(raw_path)
+            path, text = _json_string(raw_path), _line_text(raw_text)
             if kind == b"context":
                 collector.add_context(path, int(number), clip_line(text))
             elif simple and not collector.pending_before and len(text) <= _LINE_CLIP:
