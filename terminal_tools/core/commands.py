@@ -96,31 +96,13 @@ def plan_command(
             warning = "; ".join(([warning] if warning else []) + list(decision.warnings))
     if chosen is None and analysis.argv:
         program = _find_program(analysis.argv[0], cwd, child_env.get("PATH"))
-        return CommandPlan(
-            command,
-            [program, *analysis.argv[1:]],
-            "direct",
-            False,
-            analysis,
-            cwd,
-            child_env,
-            warning,
-            limits,
-            redactor,
-        )
-    if chosen is None:  # defensive: a plain command the analyser could not split
-        chosen = resolve_shell(None, platform)
+        argv, kind, auto_shell = [program, *analysis.argv[1:]], "direct", False
+    else:
+        if chosen is None:  # defensive: a plain command the analyser could not split
+            chosen = resolve_shell(None, platform)
+        argv, kind, auto_shell = chosen.command_argv(command), chosen.kind, not shell
     return CommandPlan(
-        command,
-        chosen.command_argv(command),
-        chosen.kind,
-        not shell,
-        analysis,
-        cwd,
-        child_env,
-        warning,
-        limits,
-        redactor,
+        command, argv, kind, auto_shell, analysis, cwd, child_env, warning, limits, redactor
     )
 
 
