@@ -82,9 +82,12 @@ async def wait_until_gone(mark: str, timeout: float = 10.0) -> list[psutil.Proce
     return marked_alive(mark)
 
 
-def stdio_transport(*args: str, env: dict[str, str] | None = None) -> StdioTransport:
-    """The server as a real subprocess, started the way a client starts it."""
+def stdio_transport(
+    *args: str, env: dict[str, str] | None = None, launcher: list[str] | None = None
+) -> StdioTransport:
+    """The server as a real subprocess, started the way a client starts it (through
+    ``launcher``, such as ``["setpriv", ...]``, when given)."""
     full_env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG", "USER")}
     full_env.update(env or {})
-    return StdioTransport(sys.executable, ["-m", "terminal_tools", *args], env=full_env,
-                          keep_alive=False)
+    command = [*(launcher or []), sys.executable, "-m", "terminal_tools", *args]
+    return StdioTransport(command[0], command[1:], env=full_env, keep_alive=False)

@@ -203,18 +203,13 @@ async def test_binary_files_are_skipped(engine_client: Client) -> None:
 def _unprivileged_server(engine: str) -> StdioTransport:
     """The server over stdio, unable to read what its permissions deny. Root (as in CI)
     reads everything, so it is started without the capabilities that allow that."""
-    transport = stdio_transport(env={"TERMINAL_TOOLS_SEARCH_ENGINE": engine})
+    launcher = None
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("running as root and util-linux setpriv is not installed")
-        transport.args = [
-            "--bounding-set=-dac_override,-dac_read_search",
-            transport.command,
-            *transport.args,
-        ]
-        transport.command = setpriv
-    return transport
+        launcher = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    return stdio_transport(env={"TERMINAL_TOOLS_SEARCH_ENGINE": engine}, launcher=launcher)
 
 
 @pytest.mark.parametrize("engine", ["ripgrep", "python"])
