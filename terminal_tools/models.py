@@ -186,10 +186,10 @@ class SearchMatch(Result):
     line: int = Field(description="1-based line number.")
     text: str = Field(description="The matching line (long lines clipped with a marker).")
     before: list[str] = Field(
-        default_factory=list, description="Context lines before (present only with context)."
+        default_factory=list, description="Context lines before (present only when there are some)."
     )
     after: list[str] = Field(
-        default_factory=list, description="Context lines after (present only with context)."
+        default_factory=list, description="Context lines after (present only when there are some)."
     )
 
 
