@@ -39,6 +39,21 @@ def test_stream_buffer_reads_are_exact_or_count_the_gap(chunks: list[bytes], win
 
 
 @settings(max_examples=150, deadline=None)
+@given(chunks=st.lists(st.binary(min_size=1, max_size=300), max_size=40),
+       window=st.integers(1, 500))
+def test_memory_window_keeps_exactly_the_last_window_bytes(chunks: list[bytes],
+                                                           window: int) -> None:
+    buffer = StreamBuffer(window, 0)  # no spool: memory alone
+    whole = b""
+    for chunk in chunks:
+        buffer.append(chunk)
+        whole += chunk
+        kept = buffer.read(0, len(whole))
+        assert kept.offset == kept.dropped == max(0, len(whole) - window)
+        assert kept.data == whole[kept.offset:]
+
+
+@settings(max_examples=150, deadline=None)
 @given(text=st.text(min_size=1, max_size=200), page=st.integers(1, 9))
 def test_paging_never_splits_a_character(text: str, page: int) -> None:
     data = text.encode()

@@ -74,7 +74,8 @@ class StreamBuffer:
         self.window_bytes = window_bytes
         self.spool_limit = spool_limit
         self._budget = budget
-        self._chunks: deque[bytes] = deque()
+        # memoryviews: the oldest chunk is trimmed in place, without copying it.
+        self._chunks: deque[memoryview] = deque()
         self._window_start = 0
         self._window_size = 0
         self.total = 0
@@ -94,13 +95,22 @@ class StreamBuffer:
             self._start_spool()
         if self._spool_fd is not None:
             self._spool_write(data, self.total)
-        self._chunks.append(data)
+        self._chunks.append(memoryview(data))
         self._window_size += len(data)
         self.total += len(data)
-        while self._window_size > self.window_bytes and len(self._chunks) > 1:
-            old = self._chunks.popleft()
-            self._window_size -= len(old)
-            self._window_start += len(old)
+        # Keep exactly the last window_bytes: whole chunks go, then the front of the
+        # oldest one is cut (a view: no copy), so no byte is dropped that did not have to be.
+        while self._window_size > self.window_bytes:
+            excess = self._window_size - self.window_bytes
+            oldest = self._chunks[0]
+            if len(oldest) <= excess:
+                self._chunks.popleft()
+                cut = len(oldest)
+            else:
+                self._chunks[0] = oldest[excess:]
+                cut = excess
+            self._window_size -= cut
+            self._window_start += cut
         self._wake()
 
     def close(self) -> None:
@@ -146,7 +156,7 @@ class StreamBuffer:
             self._spool_write(chunk, offset)
             offset += len(chunk)
 
-    def _spool_write(self, data: bytes, offset: int) -> None:
+    def _spool_write(self, data: bytes | memoryview, offset: int) -> None:
         assert self._spool_fd is not None
         room = self.spool_limit - self._spooled
         # The spool must stay a contiguous prefix of the stream: once it has stopped
@@ -213,7 +223,7 @@ class StreamBuffer:
         return Chunk(b"".join(parts), offset, dropped)
 
     def _read_window(self, offset: int, max_bytes: int) -> bytes:
-        out: list[bytes] = []
+        out: list[memoryview] = []
         start = self._window_start
         end_wanted = offset + max_bytes
         for chunk in self._chunks:
