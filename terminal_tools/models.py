@@ -9,7 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SemanticStatus = Literal["ok", "signal", "error"]
 ShellKindField = Literal["bash", "sh", "powershell", "cmd", "direct"]
-JobStatus = Literal["running", "exited", "timed_out", "killed"]
+JobStatus = Literal["running", "exited"]
+EndReason = Literal["exit", "signal", "timeout", "killed", "shutdown"]
+
+END_REASON_DOC = (
+    "How the job ended (null while running): exit (it exited by itself), signal (a signal "
+    "ended it), timeout (its deadline passed and the tree was killed), killed (a "
+    "terminal_job_manage signal ended it), shutdown (the server stopped)."
+)
+STATUS_DOC = "running or exited; how it ended is end_reason."
 
 
 class Result(BaseModel):
@@ -60,7 +68,8 @@ class ExecResult(Result):
     )
     job_id: str | None = Field(description="The job to follow with terminal_job_logs.")
     shell_kind: ShellKindField | None = Field(
-        description="What ran the command: bash, sh, powershell, cmd, or direct (no shell)."
+        description="What ran the command: bash, sh, powershell, cmd, or direct (no shell); "
+        "null when the call was refused before anything started (see error)."
     )
     auto_shell: bool = Field(
         description="True when shell syntax was detected and the command went through the "
@@ -116,7 +125,8 @@ class JobLogs(Result):
         description="Pass as since_offset next time (never splits a UTF-8 character)."
     )
     eof: bool = Field(description="The job has exited and every byte has been read.")
-    status: JobStatus
+    status: JobStatus = Field(description=STATUS_DOC)
+    end_reason: EndReason | None = Field(description=END_REASON_DOC)
     exit_code: int | None
     runtime_ms: int
     truncated_bytes_dropped: int = Field(
@@ -139,7 +149,8 @@ class JobInfo(Result):
     command: str
     cwd: str
     pid: int
-    status: JobStatus
+    status: JobStatus = Field(description=STATUS_DOC)
+    end_reason: EndReason | None = Field(description=END_REASON_DOC)
     exit_code: int | None
     semantic_status: SemanticStatus | None
     semantic_message: str | None
@@ -170,10 +181,14 @@ class JobStarted(Result):
 
 class JobManaged(Result):
     action: str
+    ok: bool = Field(
+        description="The action did what was asked (a failed action is an error result)."
+    )
     job_id: str | None = None
     delivered: bool | None = Field(None, description="The signal reached the process group.")
     signal: str | None = None
-    status: JobStatus | None = None
+    status: JobStatus | None = Field(None, description=STATUS_DOC)
+    end_reason: EndReason | None = Field(None, description=END_REASON_DOC)
     exit_code: int | None = None
     exited: bool | None = Field(None, description="The job has exited (after a short grace).")
     bytes_written: int | None = None
@@ -215,15 +230,20 @@ class SearchResult(Result):
 
 
 class GlobResult(Result):
-    files: list[str] = Field(
+    paths: list[str] = Field(
         description="Matching files relative to root, most recently "
         "modified first (sort=mtime) or by path."
     )
-    total: int = Field(description="Files that matched (before max_results).")
+    count: int = Field(description="Files that matched (before max_results).")
     truncated: str | None = Field(
         description="max_results, timeout or scan_limit when not all are listed."
     )
-    pattern: str = Field(description="The pattern as expanded (bare stems widen to **/*stem*).")
+    timed_out: bool = Field(
+        description="The walk passed its deadline: paths holds what it found until then."
+    )
+    expanded_pattern: str = Field(
+        description="The glob that ran (bare stems widen to **/*stem*, names match at any depth)."
+    )
     root: str
     sort: Literal["mtime", "path"]
     engine: Literal["ripgrep", "python"]

@@ -53,7 +53,8 @@ async def test_promoted_job_deadline_counts_from_start(client: Client) -> None:
     page = await call(client, "terminal_job_logs", job_id=result["job_id"],
                       wait_until_exit=True, wait_timeout_sec=20)
     elapsed = time.monotonic() - started
-    assert page["status"] == "timed_out" and page["timed_out"] is True
+    assert page["status"] == "exited" and page["end_reason"] == "timeout"
+    assert page["timed_out"] is True and page["semantic_status"] == "error"
     assert 2.5 < elapsed < 3 + 4
     assert not await wait_until_gone(mark, timeout=5)
 
@@ -142,9 +143,11 @@ async def test_signal_term_reaches_the_whole_group(client: Client) -> None:
     managed = await call(client, "terminal_job_manage", action="signal_term",
                          job_id=job["job_id"])
     assert managed["delivered"] is True and managed["signal"] == "SIGTERM"
+    assert managed["ok"] is True
     assert not await wait_until_gone(mark, timeout=5)
     page = await call(client, "terminal_job_logs", job_id=job["job_id"], wait_until_exit=True)
-    assert page["status"] in ("killed", "exited") and page["semantic_status"] == "signal"
+    assert page["status"] == "exited" and page["semantic_status"] == "signal"
+    assert page["end_reason"] == "killed"
 
 
 async def test_stdin_and_close_stdin(client: Client) -> None:
@@ -193,7 +196,7 @@ async def test_job_cap_refuses_start_and_keeps_promotion_in_foreground() -> None
     async with make_client(max_jobs=1) as c:
         first = await call(c, "terminal_job_start", command="sleep 30", name="holder")
         error = await call_error(c, "terminal_job_start", command="sleep 30")
-        assert "too many running jobs" in error and "holder" in error
+        assert "too many jobs" in error and "holder" in error
         result = await call(c, "terminal_exec", command="sleep 1.5",
                             auto_background_after_sec=0.5)
         assert result["auto_backgrounded"] is False and result["exit_code"] == 0

@@ -45,7 +45,7 @@ async def _job_deadline(c: Client, env: dict) -> None:
     job = await call(c, "terminal_job_start", command=TREE, env=env, timeout_sec=1)
     page = await call(c, "terminal_job_logs", job_id=job["job_id"], wait_until_exit=True,
                       wait_timeout_sec=20)
-    assert page["status"] == "timed_out"
+    assert page["status"] == "exited" and page["end_reason"] == "timeout"
 
 
 async def _promoted_deadline(c: Client, env: dict) -> None:
@@ -324,4 +324,4 @@ async def test_non_utf8_bytes_in_output_and_file_names(client: Client,
     found = await call(client, "terminal_rg", pattern="needle", path=str(tmp_path))
     assert len(found["matches"]) == 1
     listed = await call(client, "terminal_glob", pattern="caf*", path=str(tmp_path))
-    assert len(listed["files"]) == 1
+    assert len(listed["paths"]) == 1

@@ -326,27 +326,27 @@ async def glob(client: Client, **arguments) -> dict:
 
 async def test_glob_bare_stem_widens(engine_client: Client) -> None:
     result = await glob(engine_client, pattern="util")
-    assert result["pattern"] == "**/*util*" and result["files"] == ["src/util.py"]
+    assert result["expanded_pattern"] == "**/*util*" and result["paths"] == ["src/util.py"]
 
 
 async def test_glob_without_slash_is_recursive(engine_client: Client) -> None:
     result = await glob(engine_client, pattern="*.py", sort="path")
-    assert result["files"] == ["app.py", "src/util.py"]
-    assert result["pattern"] == "**/*.py"
+    assert result["paths"] == ["app.py", "src/util.py"]
+    assert result["expanded_pattern"] == "**/*.py"
 
 
 async def test_glob_explicit_path_pattern(engine_client: Client) -> None:
     # As with terminal_rg globs (ripgrep's rule), the pattern re-includes files an
     # ignore file excludes by name; ignored directories stay pruned.
     result = await glob(engine_client, pattern="src/*.txt", sort="path")
-    assert result["files"] == ["src/secret1.txt", "src/secret_ok.txt"]
+    assert result["paths"] == ["src/secret1.txt", "src/secret_ok.txt"]
     result = await glob(engine_client, pattern="*.py", sort="path")
-    assert "build/out.py" not in result["files"]
+    assert "build/out.py" not in result["paths"]
 
 
 async def test_glob_include_ignored(engine_client: Client) -> None:
     result = await glob(engine_client, pattern="*.py", include_ignored=True, sort="path")
-    assert result["files"] == ["app.py", "build/out.py", "src/util.py"]
+    assert result["paths"] == ["app.py", "build/out.py", "src/util.py"]
 
 
 async def test_glob_sorts_by_mtime_and_caps(engine_client: Client, tree: Path) -> None:
@@ -354,8 +354,8 @@ async def test_glob_sorts_by_mtime_and_caps(engine_client: Client, tree: Path) -
     os.utime(tree / "app.py", (now - 100, now - 100))
     os.utime(tree / "src/util.py", (now, now))
     result = await glob(engine_client, pattern="*.py", max_results=1)
-    assert result["files"] == ["src/util.py"]
-    assert result["total"] == 2 and result["truncated"] == "max_results"
+    assert result["paths"] == ["src/util.py"]
+    assert result["count"] == 2 and result["truncated"] == "max_results"
 
 
 async def test_glob_missing_path(engine_client: Client) -> None:

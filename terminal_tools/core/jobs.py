@@ -23,7 +23,7 @@ import regex
 
 from ..config import Settings
 from ..errors import UserError
-from ..models import JobInfo, JobLogs, JobStatus
+from ..models import EndReason, JobInfo, JobLogs, JobStatus
 from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
@@ -60,6 +60,10 @@ class Job:
     timeout_sec: float | None
     ended_wall: float | None = None
     verdict: Verdict | None = None
+    # The last signal a terminal_job_manage action sent, and whether the job ended while
+    # the server was shutting down: both decide end_reason.
+    requested_signal: int | None = None
+    ended_in_shutdown: bool = False
 
     @property
     def merged(self) -> bool:
@@ -67,13 +71,27 @@ class Job:
 
     @property
     def status(self) -> JobStatus:
-        if not self.process.done.is_set():
-            return "running"
-        if self.process.timed_out:
-            return "timed_out"
-        if self.process.killed_by_request:
+        # Only two values, so that "poll until status is exited" ends however the job
+        # ended; the how is end_reason.
+        return "exited" if self.process.done.is_set() else "running"
+
+    @property
+    def end_reason(self) -> EndReason | None:
+        process = self.process
+        if not process.done.is_set():
+            return None
+        if process.timed_out:
+            return "timeout"
+        code = process.returncode
+        if process.killed_by_request or (
+            self.requested_signal is not None and code == -self.requested_signal
+        ):
             return "killed"
-        return "exited"
+        if self.ended_in_shutdown:
+            return "shutdown"
+        if code is not None and code < 0:
+            return "signal"
+        return "exit"
 
     @property
     def exit_code(self) -> int | None:
@@ -106,6 +124,7 @@ class Job:
             cwd=self.plan.cwd,
             pid=process.pid,
             status=self.status,
+            end_reason=self.end_reason,
             exit_code=self.exit_code,
             semantic_status=verdict.status if verdict else None,
             semantic_message=verdict.message if verdict else None,
@@ -141,6 +160,7 @@ class JobManager:
         self.audit = audit or AuditLog(None)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._watchers: set[asyncio.Task[None]] = set()
+        self.shutting_down = False
 
     # -- creation --------------------------------------------------------------------------
 
@@ -157,7 +177,7 @@ class JobManager:
             for job in self.running
         )
         return (
-            f"too many running jobs ({self.settings.max_jobs}, the max_jobs setting); "
+            f"too many jobs: {self.settings.max_jobs} are running (the max_jobs setting); "
             f"wait for one or stop it with terminal_job_manage. Running: {names}"
         )
 
@@ -231,6 +251,7 @@ class JobManager:
     async def _watch(self, job: Job) -> None:
         await job.process.done.wait()
         job.ended_wall = time.time()
+        job.ended_in_shutdown = self.shutting_down
         job.verdict = self.verdict(job)
         process = job.process
         self.audit.record(
@@ -245,6 +266,7 @@ class JobManager:
             bytes_out=process.stdout.total + (process.stderr.total if process.stderr else 0),
             timed_out=process.timed_out,
             status=job.status,
+            end_reason=job.end_reason,
         )
         self.prune()
 
@@ -317,7 +339,12 @@ class JobManager:
         if job.process.stderr is not None:
             job.process.stderr.release()
 
+    def begin_shutdown(self) -> None:
+        """Jobs that end from now on were ended by the server stopping."""
+        self.shutting_down = True
+
     async def shutdown(self) -> None:
+        self.shutting_down = True
         for watcher in list(self._watchers):
             watcher.cancel()
         for job in list(self._jobs.values()):
@@ -394,6 +421,7 @@ class JobManager:
             next_offset=next_offset,
             eof=done and next_offset >= buffer.total,
             status=job.status,
+            end_reason=job.end_reason,
             exit_code=job.exit_code,
             runtime_ms=job.process.runtime_ms,
             truncated_bytes_dropped=chunk.dropped,
@@ -469,10 +497,11 @@ class JobManager:
         """Deliver the signal to the job's group; returns (delivered, exited soon after)."""
         if job.status != "running":
             raise UserError(
-                f"job {job.id} has already ended ({job.status}, exit code "
+                f"job {job.id} has already ended ({job.end_reason}, exit code "
                 f"{job.exit_code}); nothing to signal"
             )
         signum = SIGNALS[action]
+        job.requested_signal = signum
         if signum == signal.SIGKILL:
             await self.registry.end_tree(job.process, gentle=False)
             delivered = True

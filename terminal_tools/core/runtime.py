@@ -137,6 +137,7 @@ class Runtime:
         self.closed = True
         if self._startup is not None:
             self._startup.cancel()
+        self.jobs.begin_shutdown()
         if self._ptys is not None:
             await self._ptys.shutdown()
         await self.registry.shutdown()

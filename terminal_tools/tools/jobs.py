@@ -254,7 +254,9 @@ def register(mcp: FastMCP) -> None:
         try:
             if action == "list":
                 listed = jobs.list()
-                return JobManaged(action=action, jobs=listed, message=f"{len(listed)} job(s)")
+                return JobManaged(
+                    action=action, ok=True, jobs=listed, message=f"{len(listed)} job(s)"
+                )
             if not job_id:
                 raise UserError(f"action {action} needs a job_id")
             job = jobs.get(job_id)
@@ -265,7 +267,9 @@ def register(mcp: FastMCP) -> None:
                     job_id=job.id,
                     delivered=delivered,
                     signal=SIGNALS[action].name,
+                    ok=delivered,
                     status=job.status,
+                    end_reason=job.end_reason,
                     exit_code=job.exit_code,
                     exited=exited,
                     message=None
@@ -277,17 +281,30 @@ def register(mcp: FastMCP) -> None:
                     raise UserError("action stdin needs `data`")
                 written = jobs.write_stdin(job, data)
                 return JobManaged(
-                    action=action, job_id=job.id, bytes_written=written, status=job.status
+                    action=action,
+                    ok=True,
+                    job_id=job.id,
+                    bytes_written=written,
+                    status=job.status,
+                    end_reason=job.end_reason,
                 )
             if action == "close_stdin":
                 jobs.close_stdin(job)
-                return JobManaged(action=action, job_id=job.id, status=job.status)
+                return JobManaged(
+                    action=action,
+                    ok=True,
+                    job_id=job.id,
+                    status=job.status,
+                    end_reason=job.end_reason,
+                )
             if action == "forget":
                 jobs.forget(job)
                 return JobManaged(
                     action=action,
+                    ok=True,
                     job_id=job.id,
                     status=job.status,
+                    end_reason=job.end_reason,
                     message="forgotten; its output is gone",
                 )
             raise UserError(f"unknown action {action!r}")  # pragma: no cover - Literal

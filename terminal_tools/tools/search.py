@@ -74,11 +74,11 @@ def register(mcp: FastMCP) -> None:
             ),
         ] = ".",
         glob: Annotated[
-            list[str] | None,
+            str | list[str] | None,
             Field(
                 description=(
-                    "Include globs like '*.py' (no slash: matches the name anywhere); prefix with "
-                    "! to exclude."
+                    "Include glob like '*.py', or a list of them (no slash: matches the name "
+                    "anywhere); prefix with ! to exclude."
                 )
             ),
         ] = None,
@@ -132,7 +132,7 @@ def register(mcp: FastMCP) -> None:
             request = SearchRequest(
                 pattern=pattern,
                 root=root,
-                globs=tuple(glob or ()),
+                globs=(glob,) if isinstance(glob, str) else tuple(glob or ()),
                 type_filter=type_filter,
                 ignore_case=ignore_case,
                 context=context,
@@ -206,10 +206,11 @@ def register(mcp: FastMCP) -> None:
         except UserError as exc:
             raise fail(exc) from None
         return GlobResult(
-            files=outcome.files,
-            total=outcome.total,
+            paths=outcome.files,
+            count=outcome.total,
             truncated=outcome.truncated,
-            pattern=outcome.expanded,
+            timed_out=outcome.truncated == "timeout",
+            expanded_pattern=outcome.expanded,
             root=root,
             sort=sort,
             engine=outcome.engine,
