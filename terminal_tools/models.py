@@ -24,6 +24,12 @@ class Result(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A policy refusal reads the same in every tool that starts something: the tool's own
+# result with blocked=true, the reason in `error`, and nothing started (no ids).
+BLOCKED = "Refused by the server's policy (a rule or a switched-off tool); nothing was started."
+REFUSAL = "Why nothing was started (with blocked=true: the policy's reason)."
+
+
 class Limits(Result):
     """Resource limits for a command (applied with ulimit before it starts)."""
 
@@ -76,7 +82,7 @@ class ExecResult(Result):
         "shell although shell=false."
     )
     error: str | None = Field(None, description="Why nothing was started, and what to fix.")
-    blocked: bool = Field(False, description="Refused by the server's command policy.")
+    blocked: bool = Field(False, description=BLOCKED)
     cwd: str | None = Field(None, description="Working directory the command ran in.")
     stdout_bytes: int = Field(
         0,
@@ -166,17 +172,37 @@ class JobInfo(Result):
 
 
 class JobStarted(Result):
-    job_id: str
-    pid: int
+    job_id: str | None = Field(description="The new job; null when blocked.")
+    pid: int | None
     name: str | None
-    started_at: str
+    started_at: str | None
     merged: bool = Field(description="stderr is merged into stdout (read stream 'stdout').")
     argv: list[str] = Field(description="The command as it runs.")
-    shell_kind: ShellKindField
+    shell_kind: ShellKindField | None
     auto_shell: bool
-    cwd: str
+    cwd: str | None
     warning: str | None
     timeout_sec: float | None = Field(description="Deadline from start; null = none.")
+    blocked: bool = Field(False, description=BLOCKED)
+    error: str | None = Field(None, description=REFUSAL)
+
+    @classmethod
+    def refused(cls, reason: str, *, name: str | None, cwd: str | None) -> JobStarted:
+        return cls(
+            job_id=None,
+            pid=None,
+            name=name,
+            started_at=None,
+            merged=False,
+            argv=[],
+            shell_kind=None,
+            auto_shell=False,
+            cwd=cwd,
+            warning=None,
+            timeout_sec=None,
+            blocked=True,
+            error=reason,
+        )
 
 
 class JobManaged(Result):
@@ -251,13 +277,29 @@ class GlobResult(Result):
 
 
 class PtyOpened(Result):
-    session_id: str
-    pid: int
-    shell: str
-    cwd: str
+    session_id: str | None = Field(description="The new session; null when blocked.")
+    pid: int | None
+    shell: str | None
+    cwd: str | None
     cols: int
     rows: int
-    idle_timeout_sec: float = Field(description="The session closes after this long unused.")
+    idle_timeout_sec: float | None = Field(description="The session closes after this long unused.")
+    blocked: bool = Field(False, description=BLOCKED)
+    error: str | None = Field(None, description=REFUSAL)
+
+    @classmethod
+    def refused(cls, reason: str, *, cwd: str | None, cols: int, rows: int) -> PtyOpened:
+        return cls(
+            session_id=None,
+            pid=None,
+            shell=None,
+            cwd=cwd,
+            cols=cols,
+            rows=rows,
+            idle_timeout_sec=None,
+            blocked=True,
+            error=reason,
+        )
 
 
 class PtyRunResult(Result):
@@ -281,7 +323,8 @@ class PtyRunResult(Result):
     )
     running: bool = Field(description="A command is still running in the session.")
     busy: bool = Field(False, description="Refused: another command is running (see message).")
-    blocked: bool = Field(False, description="Refused by the server's command policy.")
+    blocked: bool = Field(False, description=BLOCKED)
+    error: str | None = Field(None, description="With blocked=true: the policy's reason.")
     more: bool = Field(False, description="read_only: output was still arriving.")
     matched: bool | None = Field(None, description="expect: whether the pattern matched.")
     match: str | None = Field(None, description="expect: the text that matched.")

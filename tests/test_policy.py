@@ -11,7 +11,7 @@ from fastmcp import Client
 
 from terminal_tools.core.policy import Policy, PolicyError
 
-from .conftest import call, call_error, make_client
+from .conftest import call, make_client
 
 pytestmark = pytest.mark.anyio
 
@@ -88,15 +88,19 @@ async def test_warn_rules_add_to_warning(guarded: Client) -> None:
 
 
 async def test_policy_applies_to_job_start_and_pty(guarded: Client, tmp_path: Path) -> None:
-    error = await call_error(guarded, "terminal_job_start", command="sudo rm -rf victim")
-    assert "blocked by policy" in error
+    (tmp_path / "victim").mkdir()
+    job = await call(guarded, "terminal_job_start", command="sudo rm -rf victim")
+    assert job["blocked"] is True and "blocked by policy" in job["error"]
+    assert job["job_id"] is None and job["pid"] is None
     session = (await call(guarded, "terminal_pty_open"))["session_id"]
     result = await call(guarded, "terminal_pty_run", session_id=session,
                         command="rm -rf victim")
     assert result["blocked"] is True and "blocked by policy" in result["message"]
+    assert result["error"] == result["message"]
     typed = await call(guarded, "terminal_pty_run", session_id=session,
                        raw_send="rm -rf victim{Enter}")
-    assert typed["blocked"] is True
+    assert typed["blocked"] is True and "blocked by policy" in typed["error"]
+    assert (tmp_path / "victim").exists()
     ok = await call(guarded, "terminal_pty_run", session_id=session, command="echo fine")
     assert ok["output"] == "fine\n"
     # Typed into a program that is not a shell (a REPL), the text is not a command.
@@ -124,12 +128,55 @@ async def test_switches(tmp_path: Path) -> None:
     path = tmp_path / "switches.toml"
     path.write_text("[switches]\npty_raw_input = false\njob_start = false\n")
     async with make_client(policy=str(path)) as c:
-        assert "switched off" in await call_error(c, "terminal_job_start", command="ls")
+        job = await call(c, "terminal_job_start", command="ls")
+        assert job["blocked"] is True and "switched off" in job["error"]
         session = (await call(c, "terminal_pty_open"))["session_id"]
         sent = await call(c, "terminal_pty_run", session_id=session, raw_send="ls{Enter}")
         assert sent["blocked"] is True and "switched off" in sent["message"]
         assert (await call(c, "terminal_pty_run", session_id=session,
                            command="echo ok"))["output"] == "ok\n"
+
+
+async def test_a_refusal_reads_the_same_in_every_tool_and_is_audited_once(
+        tmp_path: Path) -> None:
+    path = tmp_path / "off.toml"
+    path.write_text("[switches]\nexec = false\njob_start = false\npty = false\n")
+    audit = tmp_path / "audit.jsonl"
+    async with make_client(policy=str(path), audit_log=str(audit)) as c:
+        refusals = {
+            "terminal_exec": await call(c, "terminal_exec", command="echo hi"),
+            "terminal_job_start": await call(c, "terminal_job_start", command="echo hi"),
+            "terminal_pty_open": await call(c, "terminal_pty_open"),
+        }
+        # Nothing was started: no job exists.
+        assert (await call(c, "terminal_job_manage", action="list"))["jobs"] == []
+    for tool, result in refusals.items():
+        assert result["blocked"] is True, tool
+        assert result["error"].startswith("blocked by policy: "), tool
+        assert "switched off" in result["error"], tool
+    assert refusals["terminal_exec"]["pid"] is None
+    assert refusals["terminal_job_start"]["job_id"] is None
+    assert refusals["terminal_pty_open"]["session_id"] is None
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    refused = [e for e in lines if e.get("blocked")]
+    assert sorted(e["tool"] for e in refused) == sorted(refusals)
+    assert all(e["error"].startswith("blocked by policy: ") for e in refused)
+
+
+async def test_policy_refusals_in_a_pty_are_audited_once_without_typed_text(
+        guarded: Client, tmp_path: Path) -> None:
+    session = (await call(guarded, "terminal_pty_open"))["session_id"]
+    await call(guarded, "terminal_pty_run", session_id=session, command="rm -rf victim")
+    await call(guarded, "terminal_pty_run", session_id=session,
+               raw_send="rm -rf typed-victim{Enter}")
+    lines = [json.loads(line) for line in
+             (tmp_path / "audit.jsonl").read_text().splitlines()]
+    refused = [e for e in lines if e.get("blocked")]
+    assert [(e["event"], e.get("command")) for e in refused] == [
+        ("pty_run", "rm -rf victim"), ("pty_send", None)]
+    assert all(e["session_id"] == session for e in refused)
+    assert "typed-victim" not in (tmp_path / "audit.jsonl").read_text()
+    assert refused[1]["bytes_in"] == len("rm -rf typed-victim\r")
 
 
 @pytest.mark.parametrize("text,needle", [

@@ -1,8 +1,8 @@
 """From a command string to what will be spawned: argv, shell, cwd and environment.
 
-Shared by ``terminal_exec`` and ``terminal_job_start`` so that both route, validate and
-prepare commands identically. Every problem found here is reported before anything is
-started.
+Used by the launch gate (``launch.py``) for ``terminal_exec`` and ``terminal_job_start``,
+so that both route, validate and prepare commands identically. Every problem found here
+is reported before anything is started.
 """
 
 from __future__ import annotations
@@ -12,21 +12,12 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..errors import InvalidInput, NotFound
 from .analysis import Analysis, analyze
 from .destructive import destructive_warning
-from .policy import Policy
 from .processes import Limits
 from .redact import Redactor
 from .shell import EnvError, Platform, Shell, ShellError, child_environment, resolve_shell
-
-
-class PlanError(UserError):
-    pass
-
-
-class PolicyBlocked(PlanError):
-    """Refused by the command policy (reported with ``blocked: true``)."""
 
 
 @dataclass(frozen=True)
@@ -46,14 +37,26 @@ class CommandPlan:
 def resolve_cwd(cwd: str | None, default: str) -> str:
     """``cwd`` made absolute against ``default``; it must be an existing directory."""
     if cwd is not None and "\0" in cwd:
-        raise PlanError("cwd contains a NUL byte")
+        raise InvalidInput("cwd contains a NUL byte")
     path = default if not cwd else os.path.join(default, os.path.expanduser(cwd))
     path = os.path.normpath(path)
     if not os.path.exists(path):
-        raise PlanError(f"working directory does not exist: {path}")
+        raise NotFound(f"working directory does not exist: {path}")
     if not os.path.isdir(path):
-        raise PlanError(f"working directory is not a directory: {path}")
+        raise InvalidInput(f"working directory is not a directory: {path}")
     return path
+
+
+def analyze_command(command: str) -> Analysis:
+    """The parsed command; a command no program could receive is refused here."""
+    if not command or not command.strip():
+        raise InvalidInput("command is empty")
+    if "\0" in command:
+        raise InvalidInput("command contains a NUL byte, which no program can receive")
+    analysis = analyze(command)
+    if analysis.error:
+        raise InvalidInput(analysis.error)
+    return analysis
 
 
 def plan_command(
@@ -66,34 +69,28 @@ def plan_command(
     owner: str,
     limits: Limits | None = None,
     platform: Platform | None = None,
-    policy: Policy | None = None,
     redactor: Redactor | None = None,
+    analysis: Analysis | None = None,
+    policy_warnings: tuple[str, ...] = (),
 ) -> CommandPlan:
-    if not command or not command.strip():
-        raise PlanError("command is empty")
-    if "\0" in command:
-        raise PlanError("command contains a NUL byte, which no program can receive")
-    analysis = analyze(command)
-    if analysis.error:
-        raise PlanError(analysis.error)
+    """Route ``command`` (direct or through a shell) and prepare its environment. The
+    policy is not consulted here: the launch gate decides before calling this."""
+    if analysis is None:
+        analysis = analyze_command(command)
     try:
         child_env = child_environment(base_env, env, owner=owner)
     except EnvError as exc:
-        raise PlanError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     try:
         requested = shell if isinstance(shell, str) and shell else None
         chosen: Shell | None = (
             resolve_shell(requested, platform) if (shell or analysis.needs_shell) else None
         )
     except ShellError as exc:
-        raise PlanError(str(exc)) from None
+        raise InvalidInput(str(exc)) from None
     warning = destructive_warning(analysis)
-    if policy is not None:
-        decision = policy.check(command, analysis)
-        if decision.blocked:
-            raise PolicyBlocked(decision.message or "blocked by policy")
-        if decision.warnings:
-            warning = "; ".join(([warning] if warning else []) + list(decision.warnings))
+    if policy_warnings:
+        warning = "; ".join(([warning] if warning else []) + list(policy_warnings))
     if chosen is None and analysis.argv:
         program = _find_program(analysis.argv[0], cwd, child_env.get("PATH"))
         argv, kind, auto_shell = [program, *analysis.argv[1:]], "direct", False
@@ -110,11 +107,11 @@ def _find_program(name: str, cwd: str, path: str | None) -> str:
     if "/" in name or (os.name == "nt" and "\\" in name):
         candidate = os.path.join(cwd, os.path.expanduser(name))
         if not os.path.exists(candidate):
-            raise PlanError(f"command not found: {name} (no such file relative to {cwd})")
+            raise NotFound(f"command not found: {name} (no such file relative to {cwd})")
         if os.path.isdir(candidate):
-            raise PlanError(f"not executable: {name} is a directory")
+            raise InvalidInput(f"not executable: {name} is a directory")
         if not os.access(candidate, os.X_OK):
-            raise PlanError(
+            raise InvalidInput(
                 f"not executable: {name} (permission denied; chmod +x it or run it with its "
                 "interpreter)"
             )
@@ -124,5 +121,5 @@ def _find_program(name: str, cwd: str, path: str | None) -> str:
         hint = "check the spelling, or give the full path"
         if path is not None and len(path.split(os.pathsep)) < 4:
             hint += "; the server's PATH is short (see the --login-path option)"
-        raise PlanError(f"command not found: {name} ({hint})")
+        raise NotFound(f"command not found: {name} ({hint})")
     return found

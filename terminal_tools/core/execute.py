@@ -15,11 +15,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..errors import UserError, printable
+from ..errors import Blocked, InvalidInput, UserError, printable
 from ..models import ExecResult
 from .audit import elapsed_ms
 from .buffers import StreamBuffer
-from .commands import CommandPlan, PolicyBlocked, plan_command, resolve_cwd
+from .commands import CommandPlan
 from .inline import InlineCapture, InlineText
 from .processes import Limits, ManagedProcess, SpawnSpec
 from .runtime import Runtime
@@ -96,27 +96,27 @@ async def execute(
     max_kb = settings.inline_max_kb if request.max_output_kb is None else request.max_output_kb
     try:
         if timeout < 0 or promote_after < 0:
-            raise UserError("timeout_sec and auto_background_after_sec must be >= 0")
+            raise InvalidInput("timeout_sec and auto_background_after_sec must be >= 0")
         if not 1 <= max_kb <= settings.inline_max_kb_limit:
-            raise UserError(f"max_output_kb must be between 1 and {settings.inline_max_kb_limit}")
-        cwd = resolve_cwd(request.cwd, default_cwd)
-        plan = plan_command(
+            raise InvalidInput(
+                f"max_output_kb must be between 1 and {settings.inline_max_kb_limit}"
+            )
+        plan = runtime.launch.command(
+            "exec",
             request.command,
-            cwd=cwd,
+            cwd=request.cwd,
+            default_cwd=default_cwd,
             env=request.env,
             shell=request.shell,
-            base_env=runtime.base_env,
-            owner=runtime.registry.next_owner(),
             limits=request.limits,
-            policy=runtime.policy,
-            redactor=runtime.redactor_for(request.env),
         )
-        if not runtime.policy.enabled("exec"):
-            raise PolicyBlocked("blocked by policy: terminal_exec is switched off")
     except UserError as exc:
-        blocked = isinstance(exc, PolicyBlocked)
+        # A command that never started is still answered with the envelope; a policy
+        # refusal was audited by the launch gate, other errors are audited here.
+        blocked = isinstance(exc, Blocked)
         result = error_envelope(str(exc), cwd=request.cwd, blocked=blocked)
-        _audit(runtime, request.command, result, started)
+        if not blocked:
+            _audit(runtime, request.command, result, started)
         return result
     spec = SpawnSpec(
         argv=plan.argv,

@@ -22,12 +22,13 @@ from datetime import UTC, datetime
 import regex
 
 from ..config import Settings
-from ..errors import UserError
+from ..errors import CapReached, InvalidInput, NotFound
 from ..models import EndReason, JobInfo, JobLogs, JobStatus
 from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
-from .processes import ManagedProcess, ProcessRegistry, SpawnSpec
+from .launch import LaunchGate
+from .processes import Limits, ManagedProcess, ProcessRegistry, SpawnSpec
 from .semantics import Verdict, classify_exit
 
 Progress = Callable[[float, str], Awaitable[None]]
@@ -48,6 +49,18 @@ def iso(wall: float | None) -> str | None:
     if wall is None:
         return None
     return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    command: str
+    cwd: str | None = None
+    env: dict[str, object] | None = None
+    shell: bool | str = False
+    limits: Limits | None = None
+    name: str | None = None
+    merge_stderr: bool = False
+    timeout_sec: float | None = None
 
 
 @dataclass
@@ -100,12 +113,12 @@ class Job:
     def buffer(self, stream: str) -> StreamBuffer:
         if self.merged:
             if stream == "stderr":
-                raise UserError(
+                raise InvalidInput(
                     f"job {self.id} merges stderr into stdout: read stream 'stdout' (or 'merged')"
                 )
             return self.process.stdout
         if stream == "merged":
-            raise UserError(
+            raise InvalidInput(
                 f"job {self.id} keeps stdout and stderr apart (merge_stderr was false): read "
                 "'stdout' or 'stderr'"
             )
@@ -153,10 +166,15 @@ def _last_line(process: ManagedProcess) -> str | None:
 
 class JobManager:
     def __init__(
-        self, registry: ProcessRegistry, settings: Settings, audit: AuditLog | None = None
+        self,
+        registry: ProcessRegistry,
+        settings: Settings,
+        launch: LaunchGate,
+        audit: AuditLog | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
+        self.launch = launch
         self.audit = audit or AuditLog(None)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._watchers: set[asyncio.Task[None]] = set()
@@ -181,28 +199,35 @@ class JobManager:
             f"wait for one or stop it with terminal_job_manage. Running: {names}"
         )
 
-    async def start(
-        self,
-        plan: CommandPlan,
-        *,
-        name: str | None,
-        merge_stderr: bool,
-        timeout_sec: float | None,
-    ) -> Job:
+    async def start(self, request: JobRequest, default_cwd: str) -> Job:
+        """Start a background job; the launch gate decides first."""
+        plan = self.launch.command(
+            "job_start",
+            request.command,
+            cwd=request.cwd,
+            default_cwd=default_cwd,
+            env=request.env,
+            shell=request.shell,
+            limits=request.limits,
+        )
         self.prune()
         if not self.has_room():
-            raise UserError(self._cap_message())
+            raise CapReached(self._cap_message())
+        name, timeout_sec = request.name, request.timeout_sec
         spec = SpawnSpec(
             argv=plan.argv,
             cwd=plan.cwd,
             env=plan.env,
             keep_stdin_open=True,
-            merge_stderr=merge_stderr,
+            merge_stderr=request.merge_stderr,
             limits=plan.limits,
             spool_limit=self.settings.job_spool_bytes,
             redactor=plan.redactor,
         )
-        process = await self.registry.spawn(spec)
+        try:
+            process = await self.registry.spawn(spec)
+        except OSError as exc:
+            raise InvalidInput(f"could not start: {exc.strerror or exc}") from None
         process.set_deadline(timeout_sec)
         job = self._register(plan, process, name=name, promoted=False, timeout_sec=timeout_sec)
         self.audit.record(
@@ -303,7 +328,7 @@ class JobManager:
                 )
                 or "none"
             )
-            raise UserError(
+            raise NotFound(
                 f"unknown job {key!r}. Known jobs: {known}. Exited jobs are kept for "
                 f"{self.settings.exited_job_ttl_sec:g} s, the last "
                 f"{self.settings.exited_jobs_kept} of them."
@@ -316,7 +341,7 @@ class JobManager:
 
     def forget(self, job: Job) -> None:
         if job.status == "running":
-            raise UserError(
+            raise InvalidInput(
                 f"job {job.id} is still running: stop it first (action signal_term or signal_kill)"
             )
         self._drop(job)
@@ -367,17 +392,17 @@ class JobManager:
     ) -> JobLogs:
         buffer = job.buffer(stream)
         if since_offset < 0:
-            raise UserError("since_offset must be >= 0")
+            raise InvalidInput("since_offset must be >= 0")
         if since_offset > buffer.total and not tail:
-            raise UserError(
+            raise InvalidInput(
                 f"since_offset {since_offset} is past the end of {stream} ({buffer.total} "
                 "bytes so far); continue from next_offset of your last read"
             )
         limit = self.settings.job_logs_max_bytes
         if not 1 <= max_bytes <= limit:
-            raise UserError(f"max_bytes must be between 1 and {limit}")
+            raise InvalidInput(f"max_bytes must be between 1 and {limit}")
         if wait_timeout_sec < 0:
-            raise UserError("wait_timeout_sec must be >= 0")
+            raise InvalidInput("wait_timeout_sec must be >= 0")
         waited_for = min(wait_timeout_sec, self.settings.wait_cap_sec)
         notes = []
         if wait_timeout_sec > self.settings.wait_cap_sec and (wait_until_exit or wait_for):
@@ -390,7 +415,7 @@ class JobManager:
             try:
                 pattern = regex.compile(wait_for, regex.MULTILINE)
             except regex.error as exc:
-                raise UserError(f"invalid wait_for regex: {exc}") from None
+                raise InvalidInput(f"invalid wait_for regex: {exc}") from None
         started = time.monotonic()
         match_text: str | None = None
         matched: bool | None = None
@@ -496,7 +521,7 @@ class JobManager:
     async def send_signal(self, job: Job, action: str) -> tuple[bool, bool]:
         """Deliver the signal to the job's group; returns (delivered, exited soon after)."""
         if job.status != "running":
-            raise UserError(
+            raise InvalidInput(
                 f"job {job.id} has already ended ({job.end_reason}, exit code "
                 f"{job.exit_code}); nothing to signal"
             )
@@ -522,12 +547,12 @@ class JobManager:
 
     def write_stdin(self, job: Job, data: str) -> int:
         if job.status != "running":
-            raise UserError(f"job {job.id} has ended; its stdin is closed")
+            raise InvalidInput(f"job {job.id} has ended; its stdin is closed")
         payload = data.encode("utf-8")
         try:
             job.process.write_stdin(payload)
         except ProcessLookupError:
-            raise UserError(
+            raise InvalidInput(
                 f"stdin of job {job.id} is closed"
                 + (" (auto-backgrounded commands have no stdin)" if job.auto_backgrounded else "")
             ) from None
@@ -535,7 +560,7 @@ class JobManager:
 
     def close_stdin(self, job: Job) -> None:
         if not job.process.stdin_open:
-            raise UserError(f"stdin of job {job.id} is already closed")
+            raise InvalidInput(f"stdin of job {job.id} is already closed")
         job.process.close_stdin()
 
 

@@ -11,7 +11,7 @@ from collections import deque
 
 import regex
 
-from ..errors import UserError
+from ..errors import InvalidInput
 from ..models import OutputMatch, OutputPage
 from .buffers import StreamBuffer, decode_page
 from .store import OutputStore
@@ -33,9 +33,9 @@ def read_output(
     regex_timeout: float = 1.0,
 ) -> OutputPage:
     if since_offset < 0:
-        raise UserError("since_offset must be >= 0")
+        raise InvalidInput("since_offset must be >= 0")
     if max_kb < 1:
-        raise UserError("max_kb must be at least 1")
+        raise InvalidInput("max_kb must be at least 1")
     entry = store.get(handle)
     if entry is None:
         return OutputPage(
@@ -56,9 +56,9 @@ def read_output(
         )
     buffer = entry.streams.get(stream)
     if buffer is None:
-        raise UserError(f"stream must be one of {', '.join(entry.streams)}")
+        raise InvalidInput(f"stream must be one of {', '.join(entry.streams)}")
     if since_offset > buffer.total:
-        raise UserError(
+        raise InvalidInput(
             f"since_offset {since_offset} is past the end of {stream} ({buffer.total} bytes)"
         )
     if pattern is not None:
@@ -103,9 +103,9 @@ def _search(
     try:
         pattern = regex.compile(pattern_text)
     except regex.error as exc:
-        raise UserError(f"invalid pattern: {exc}") from None
+        raise InvalidInput(f"invalid pattern: {exc}") from None
     if context < 0 or context > 50:
-        raise UserError("context must be between 0 and 50")
+        raise InvalidInput("context must be between 0 and 50")
     line_number = buffer.read(0, since).data.count(b"\n") if since else 0
     matches: list[OutputMatch] = []
     before: deque[str] = deque(maxlen=context)

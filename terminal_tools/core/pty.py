@@ -37,16 +37,15 @@ import regex
 if TYPE_CHECKING:
     from .runtime import Runtime
 
-from ..errors import UserError
+from ..errors import CapReached, InvalidInput, NotFound
 from .analysis import analyze, innermost, unbalanced_quote
+from .audit import elapsed_ms
 from .buffers import StreamBuffer
-from .commands import PolicyBlocked
 from .destructive import destructive_warning
 from .noise import clean
 from .processes import ManagedProcess, SpawnSpec
 from .redact import StreamMasker
 from .semantics import Verdict, classify_exit
-from .shell import ShellError, child_environment, resolve_shell, shell_name
 
 _MARKER = re.compile(rb"\x1b\]7770;([0-9a-f]+):(\d+);(-?\d+);([^\x07]*)\x07")
 _MARKER_MAX = 4096  # a marker (with $PWD) is never longer than this
@@ -107,6 +106,20 @@ class Pending:
     done: asyncio.Future[Marker] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+
+
+@dataclass(frozen=True)
+class PtyRequest:
+    """One terminal_pty_run call: exactly one of command, raw_send, read_only (or an
+    expect alone), plus how long to wait."""
+
+    command: str | None = None
+    raw_send: str | None = None
+    expect: str | None = None
+    read_only: bool = False
+    timeout: float = 30.0
+    raw: bool = False
+    regex_timeout: float = 1.0
 
 
 @dataclass
@@ -321,40 +334,26 @@ class PtyManager:
     async def open(
         self,
         *,
-        cwd: str,
+        cwd: str | None,
+        default_cwd: str,
         env: Mapping[str, object] | None,
         cols: int,
         rows: int,
         idle_timeout: float,
         shell: str | None,
     ) -> PtySession:
-        if len(self.sessions) >= self.settings.max_pty_sessions:
-            raise UserError(self._cap_message())
         if not (10 <= cols <= 1000 and 5 <= rows <= 500):
-            raise UserError("cols must be 10-1000 and rows 5-500")
-        requested = shell or ("/bin/bash" if os.path.exists("/bin/bash") else "bash")
-        try:
-            chosen = resolve_shell(requested)
-        except ShellError as exc:
-            raise UserError(str(exc)) from None
-        if chosen.kind != "bash":
-            raise UserError(f"PTY sessions need bash, not {shell_name(chosen.path)}")
-        owner = self.registry.next_owner()
-        try:
-            child_env = child_environment(self.runtime.base_env, env, owner=owner, interactive=True)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-        child_env["COLUMNS"], child_env["LINES"] = str(cols), str(rows)
+            raise InvalidInput("cols must be 10-1000 and rows 5-500")
+        plan = self.runtime.launch.shell_session(
+            cwd=cwd, default_cwd=default_cwd, env=env, shell=shell, cols=cols, rows=rows
+        )
+        if len(self.sessions) >= self.settings.max_pty_sessions:
+            raise CapReached(self._cap_message())
         master, slave = os.openpty()
         try:
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
             os.set_blocking(master, False)
-            spec = SpawnSpec(
-                argv=[chosen.path, "--norc", "--noprofile", "--noediting", "-i"],
-                cwd=cwd,
-                env=child_env,
-                tty=slave,
-            )
+            spec = SpawnSpec(argv=plan.argv, cwd=plan.cwd, env=plan.env, tty=slave)
             process = await self.registry.spawn(spec)
         except BaseException:
             os.close(master)
@@ -363,10 +362,10 @@ class PtyManager:
             os.close(slave)
         session_id = "pty_" + secrets.token_hex(4)
         session = PtySession(
-            self, session_id, master, process, chosen.path, cols, rows, idle_timeout
+            self, session_id, master, process, plan.shell, cols, rows, idle_timeout
         )
-        redactor = self.runtime.redactor_for(env)
-        session.masker = redactor.stream() if redactor else None
+        session.cwd = plan.cwd
+        session.masker = plan.redactor.stream() if plan.redactor else None
         self.sessions[session_id] = session
         asyncio.get_running_loop().add_reader(master, session._on_readable)
         try:
@@ -392,7 +391,7 @@ class PtyManager:
         try:
             marker = await asyncio.wait_for(asyncio.shield(pending.done), 10)
         except TimeoutError:
-            raise UserError("the shell did not start in the PTY within 10 s") from None
+            raise InvalidInput("the shell did not start in the PTY within 10 s") from None
         session.read_offset = marker.end
 
     async def close(self, session: PtySession, *, force: bool) -> tuple[str, int | None]:
@@ -434,13 +433,13 @@ class PtyManager:
         session = self.sessions.get(session_id)
         if session is None:
             known = ", ".join(self.sessions) or "none"
-            raise UserError(
+            raise NotFound(
                 f"unknown or closed PTY session {session_id!r}; open sessions: "
                 f"{known}. Sessions close after idle_timeout_sec without use."
             )
         if not session.process.running:
             self.registry.track_task(self.close(session, force=True))
-            raise UserError(
+            raise NotFound(
                 f"the shell of session {session_id} has exited (status "
                 f"{session.process.returncode}); open a new session"
             )
@@ -453,13 +452,70 @@ class PtyManager:
 
     # -- run modes -------------------------------------------------------------------------
 
+    async def interact(self, session: PtySession, request: PtyRequest) -> RunOutcome:
+        """Carry out one terminal_pty_run call and record it in the audit log (a policy
+        refusal raises :class:`Blocked`, which the launch gate has recorded)."""
+        modes = [request.command is not None, request.raw_send is not None, request.read_only]
+        if sum(modes) > 1:
+            raise InvalidInput("give one of command, raw_send or read_only")
+        started = time.monotonic()
+        outcome = await self._dispatch(session, request)
+        audit = self.runtime.audit
+        if audit:
+            verdict = outcome.verdict
+            kind = (
+                "pty_run"
+                if request.command is not None
+                else "pty_send"
+                if request.raw_send is not None
+                else "pty_read"
+            )
+            audit.record(
+                kind,
+                tool="terminal_pty_run",
+                session_id=session.id,
+                command=request.command,
+                cwd=session.cwd,
+                shell_kind="bash",
+                exit_code=outcome.exit_code,
+                semantic_status=verdict.status if verdict else None,
+                duration_ms=elapsed_ms(started),
+                bytes_out=len(outcome.output.encode()),
+                bytes_in=len(request.raw_send.encode()) if request.raw_send is not None else None,
+                blocked=False,
+                warning=outcome.warning,
+            )
+        return outcome
+
+    async def _dispatch(self, session: PtySession, request: PtyRequest) -> RunOutcome:
+        command, raw_send, expect = request.command, request.raw_send, request.expect
+        timeout, raw = request.timeout, request.raw
+        if command is not None and expect is None:
+            return await self.run(session, command, timeout=timeout, raw=raw)
+        if command is not None:
+            if session.pending is None:
+                self.start_command(session, command)
+            else:
+                await self.send(session, command + "{Enter}")
+        elif raw_send is not None:
+            await self.send(session, raw_send)
+        if expect is not None:
+            return await self.expect(
+                session, expect, timeout=timeout, raw=raw, regex_timeout=request.regex_timeout
+            )
+        if command is not None or raw_send is not None:
+            return RunOutcome(output="", next_offset=session.read_offset)
+        return await self.read(session, timeout=timeout, raw=raw)
+
     def start_command(self, session: PtySession, command: str) -> str | None:
         """Send a command line to the idle shell without waiting (used with expect).
         Returns the policy's warnings, if any."""
         problem = unbalanced_quote(command)
         if problem:
-            raise UserError(problem + " (the shell would wait for more input)")
-        policy_warning = self.check_policy(command)
+            raise InvalidInput(problem + " (the shell would wait for more input)")
+        policy_warning = self.runtime.launch.session_command(
+            command, session_id=session.id, cwd=session.cwd
+        )
         session.pending = Pending(
             command, session.last_seq + 1, session.buffer.total, time.monotonic()
         )
@@ -468,31 +524,17 @@ class PtyManager:
         session.write(line + "\n")
         return policy_warning
 
-    def check_policy(self, command: str) -> str | None:
-        policy = self.runtime.policy
-        if not policy.enabled("pty"):
-            raise PolicyBlocked("blocked by policy: PTY sessions are switched off")
-        decision = policy.check(command)
-        if decision.blocked:
-            raise PolicyBlocked(decision.message or "blocked by policy")
-        return "; ".join(decision.warnings) or None
-
     def check_typed(self, session: PtySession, text: str) -> None:
-        """Typed input forms commands when it reaches a shell: check it line by line."""
-        policy = self.runtime.policy
-        if not policy.enabled("pty_raw_input"):
-            raise PolicyBlocked("blocked by policy: raw input to PTY sessions is switched off")
-        if not policy.active:
-            return
+        """Typed input forms commands when it reaches a shell: the launch gate checks it
+        line by line then (a REPL's input is not a command)."""
         pending = session.pending
         at_shell = pending is None
         if pending is not None:
             deciders = analyze(pending.command).deciders
             at_shell = bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
-        if at_shell:
-            decision = policy.check_typed(text)
-            if decision.blocked:
-                raise PolicyBlocked(decision.message or "blocked by policy")
+        self.runtime.launch.typed_input(
+            text, at_shell=at_shell, session_id=session.id, cwd=session.cwd
+        )
 
     async def run(
         self, session: PtySession, command: str, *, timeout: float, raw: bool
@@ -567,7 +609,7 @@ class PtyManager:
         try:
             compiled = regex.compile(pattern, regex.MULTILINE)
         except regex.error as exc:
-            raise UserError(f"invalid expect regex: {exc}") from None
+            raise InvalidInput(f"invalid expect regex: {exc}") from None
         start = session.read_offset
         deadline = time.monotonic() + timeout
         hit = None
@@ -576,7 +618,9 @@ class PtyManager:
             try:
                 hit = compiled.search(text, timeout=regex_timeout)
             except TimeoutError:
-                raise UserError("expect pattern took too long to evaluate; simplify it") from None
+                raise InvalidInput(
+                    "expect pattern took too long to evaluate; simplify it"
+                ) from None
             remaining = deadline - time.monotonic()
             if hit or remaining <= 0 or session.buffer.eof:
                 break

@@ -17,6 +17,7 @@ from . import watchdog
 from .audit import AuditLog
 from .buffers import SpoolBudget
 from .jobs import JobManager
+from .launch import LaunchGate
 from .policy import Policy
 from .processes import ProcessRegistry, new_instance_id
 from .redact import Redactor, secret_values
@@ -75,7 +76,14 @@ class Runtime:
             drain_grace=settings.drain_grace_sec,
         )
         self.store = OutputStore(settings.store_max_bytes, settings.store_ttl_sec)
-        self.jobs = JobManager(self.registry, settings, self.audit)
+        self.launch = LaunchGate(
+            policy=self.policy,
+            audit=self.audit,
+            base_env=self.base_env,
+            next_owner=self.registry.next_owner,
+            redactor_for=self.redactor_for,
+        )
+        self.jobs = JobManager(self.registry, settings, self.launch, self.audit)
         self._ptys = _pty_manager(self)
         self.reaped_at_start = 0
         self.roots_cache: dict[str, str | None] = {}  # client session -> first root

@@ -33,7 +33,7 @@ import pathspec
 import regex
 from wcmatch import glob as wcglob
 
-from ..errors import UserError, printable
+from ..errors import InvalidInput, printable
 
 Engine = Literal["ripgrep", "python"]
 
@@ -548,7 +548,7 @@ def _interpret_rg_errors(
     # child-watcher race (asyncio then reports 255), a rejection message cannot.
     rejected = code in (2, 255, None) and not stopped and any(m in stderr for m in _REJECTED)
     if rejected and not outcome.matches and not outcome.files:
-        raise UserError("ripgrep rejected the search: " + "\n".join(lines[:20]))
+        raise InvalidInput("ripgrep rejected the search: " + "\n".join(lines[:20]))
     problems = [line for line in lines if line.startswith("rg:") or ": " in line]
     outcome.errors_count = len(problems)
     outcome.errors = [_plain_error(line) for line in problems[:5]]
@@ -691,7 +691,7 @@ def _matches_filters(rel: str, request: SearchRequest) -> bool:
     if request.type_filter:
         patterns = TYPES.get(request.type_filter)
         if patterns is None:
-            raise UserError(
+            raise InvalidInput(
                 f"unrecognized file type: {request.type_filter} (the Python "
                 f"engine knows {', '.join(sorted(TYPES))})"
             )
@@ -741,7 +741,7 @@ def _compile(request: SearchRequest) -> regex.Pattern[str]:
     try:
         return regex.compile(source, flags)
     except regex.error as exc:
-        raise UserError(f"invalid regex: {exc}") from None
+        raise InvalidInput(f"invalid regex: {exc}") from None
 
 
 def search_python(request: SearchRequest) -> SearchOutcome:

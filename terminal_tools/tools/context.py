@@ -11,7 +11,6 @@ from fastmcp import Context
 from fastmcp.exceptions import ToolError
 
 from ..core.runtime import Runtime
-from ..errors import UserError, printable
 
 
 def runtime_of(ctx: Context) -> Runtime:
@@ -63,7 +62,3 @@ def _path_of(uri: str) -> str | None:
     if parsed.scheme != "file":
         return None
     return unquote(parsed.path) or None
-
-
-def fail(exc: UserError) -> ToolError:
-    return ToolError(printable(str(exc)))

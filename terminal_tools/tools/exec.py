@@ -13,7 +13,8 @@ from ..core.paging import read_output
 from ..core.processes import Limits as CoreLimits
 from ..errors import UserError
 from ..models import ExecResult, Limits, OutputPage
-from .context import default_workdir, fail, runtime_of
+from .context import default_workdir, runtime_of
+from .replies import reply_to
 from .results import output_schema_of, structured_model
 
 
@@ -209,5 +210,5 @@ def register(mcp: FastMCP) -> None:
                 regex_timeout=runtime.settings.regex_timeout_sec,
             )
         except UserError as exc:
-            raise fail(exc) from None
+            reply_to(exc)
         return structured_model(page)

@@ -8,12 +8,12 @@ from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
 from pydantic import Field
 
-from ..core.commands import PolicyBlocked, plan_command, resolve_cwd
-from ..core.jobs import SIGNALS, iso
-from ..errors import UserError
+from ..core.jobs import SIGNALS, JobRequest, iso
+from ..errors import InvalidInput, UserError
 from ..models import JobLogs, JobManaged, JobStarted, Limits
-from .context import default_workdir, fail, runtime_of
+from .context import default_workdir, runtime_of
 from .exec import core_limits, progress_reporter
+from .replies import reply_to
 from .results import output_schema_of, structured_model
 
 ManageAction = Literal[
@@ -85,37 +85,21 @@ def register(mcp: FastMCP) -> None:
         with terminal_job_logs (offsets, wait_until_exit, wait_for).
         """
         runtime = runtime_of(ctx)
+        request = JobRequest(
+            command=command,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            shell=shell,
+            limits=core_limits(limits),
+            name=name,
+            merge_stderr=merge_stderr,
+            timeout_sec=timeout_sec or None,
+        )
         try:
-            cwd_path = resolve_cwd(cwd, await default_workdir(ctx))
-            plan = plan_command(
-                command,
-                cwd=cwd_path,
-                env=env,
-                shell=shell,
-                base_env=runtime.base_env,
-                owner=runtime.registry.next_owner(),
-                limits=core_limits(limits),
-                policy=runtime.policy,
-                redactor=runtime.redactor_for(env),
-            )
-            if not runtime.policy.enabled("job_start"):
-                raise PolicyBlocked("blocked by policy: terminal_job_start is switched off")
-            job = await runtime.jobs.start(
-                plan, name=name, merge_stderr=merge_stderr, timeout_sec=timeout_sec or None
-            )
-        except PolicyBlocked as exc:
-            runtime.audit.record(
-                "job_start",
-                tool="terminal_job_start",
-                command=command,
-                blocked=True,
-                error=str(exc),
-            )
-            raise fail(exc) from None
+            job = await runtime.jobs.start(request, await default_workdir(ctx))
         except UserError as exc:
-            raise fail(exc) from None
-        except OSError as exc:
-            raise fail(UserError(f"could not start: {exc.strerror or exc}")) from None
+            return reply_to(exc, lambda reason: JobStarted.refused(reason, name=name, cwd=cwd))
+        plan = job.plan
         return JobStarted(
             job_id=job.id,
             pid=job.process.pid,
@@ -209,7 +193,7 @@ def register(mcp: FastMCP) -> None:
                 progress=progress_reporter(ctx),
             )
         except UserError as exc:
-            raise fail(exc) from None
+            reply_to(exc)
         # A page can hold megabytes: serialize it once (see results.py).
         return structured_model(logs)
 
@@ -258,7 +242,7 @@ def register(mcp: FastMCP) -> None:
                     action=action, ok=True, jobs=listed, message=f"{len(listed)} job(s)"
                 )
             if not job_id:
-                raise UserError(f"action {action} needs a job_id")
+                raise InvalidInput(f"action {action} needs a job_id")
             job = jobs.get(job_id)
             if action in SIGNALS:
                 delivered, exited = await jobs.send_signal(job, action)
@@ -278,7 +262,7 @@ def register(mcp: FastMCP) -> None:
                 )
             if action == "stdin":
                 if data is None:
-                    raise UserError("action stdin needs `data`")
+                    raise InvalidInput("action stdin needs `data`")
                 written = jobs.write_stdin(job, data)
                 return JobManaged(
                     action=action,
@@ -307,6 +291,6 @@ def register(mcp: FastMCP) -> None:
                     end_reason=job.end_reason,
                     message="forgotten; its output is gone",
                 )
-            raise UserError(f"unknown action {action!r}")  # pragma: no cover - Literal
+            raise InvalidInput(f"unknown action {action!r}")  # pragma: no cover - Literal
         except UserError as exc:
-            raise fail(exc) from None
+            reply_to(exc)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from typing import Annotated
 
 from fastmcp import Context, FastMCP
 from pydantic import Field
 
-from ..core.audit import elapsed_ms
-from ..core.commands import PolicyBlocked, resolve_cwd
 from ..core.inline import InlineCapture
-from ..core.pty import PtyManager, PtySession, RunOutcome
-from ..errors import UserError
+from ..core.pty import PtyManager, PtyRequest, PtySession, RunOutcome
+from ..errors import NotFound, UserError
 from ..models import PtyClosed, PtyOpened, PtyRunResult
-from .context import default_workdir, fail, runtime_of
+from .context import default_workdir, runtime_of
+from .replies import reply_to
 
 INTERACTIVE = {
     "readOnlyHint": False,
@@ -49,6 +47,7 @@ def _result(
         running=session.pending is not None,
         busy=outcome.busy,
         blocked=outcome.blocked,
+        error=outcome.message if outcome.blocked else None,
         more=outcome.more,
         matched=outcome.matched,
         match=outcome.match,
@@ -94,11 +93,9 @@ def register(mcp: FastMCP) -> None:
         """
         runtime = runtime_of(ctx)
         try:
-            if not runtime.policy.enabled("pty"):
-                raise UserError("blocked by policy: PTY sessions are switched off")
-            directory = resolve_cwd(cwd, await default_workdir(ctx))
             session = await runtime.ptys.open(
-                cwd=directory,
+                cwd=cwd,
+                default_cwd=await default_workdir(ctx),
                 env=env,
                 cols=cols,
                 rows=rows,
@@ -108,12 +105,14 @@ def register(mcp: FastMCP) -> None:
                 else idle_timeout_sec,
             )
         except UserError as exc:
-            raise fail(exc) from None
+            return reply_to(
+                exc, lambda reason: PtyOpened.refused(reason, cwd=cwd, cols=cols, rows=rows)
+            )
         return PtyOpened(
             session_id=session.id,
             pid=session.process.pid,
             shell=session.shell,
-            cwd=session.cwd or directory,
+            cwd=session.cwd,
             cols=cols,
             rows=rows,
             idle_timeout_sec=session.idle_timeout,
@@ -188,74 +187,34 @@ def register(mcp: FastMCP) -> None:
         One command at a time: a second command while one runs returns busy=true.
         """
         runtime = runtime_of(ctx)
-        started = time.monotonic()
         manager = runtime.ptys
         settings = runtime.settings
-        timeout = settings.pty_run_timeout_sec if timeout_sec is None else timeout_sec
-        modes = [command is not None, raw_send is not None, read_only]
+        request = PtyRequest(
+            command=command,
+            raw_send=raw_send,
+            expect=expect,
+            read_only=read_only,
+            timeout=settings.pty_run_timeout_sec if timeout_sec is None else timeout_sec,
+            raw=raw,
+            regex_timeout=settings.regex_timeout_sec,
+        )
+        max_bytes = settings.inline_max_kb * 1024
         try:
-            if sum(modes) > 1:
-                raise UserError("give one of command, raw_send or read_only")
             session = manager.get(session_id)
             if cols is not None or rows is not None:
                 session.resize(cols or session.cols, rows or session.rows)
-            max_bytes = settings.inline_max_kb * 1024
-            if command is not None and expect is None:
-                outcome = await manager.run(session, command, timeout=timeout, raw=raw)
-            elif command is not None or raw_send is not None:
-                if command is not None:
-                    if session.pending is None:
-                        manager.start_command(session, command)
-                    else:
-                        await manager.send(session, command + "{Enter}")
-                else:
-                    await manager.send(session, raw_send or "")
-                if expect is None:
-                    outcome = RunOutcome(output="", next_offset=session.read_offset)
-                else:
-                    outcome = await manager.expect(
-                        session,
-                        expect,
-                        timeout=timeout,
-                        raw=raw,
-                        regex_timeout=settings.regex_timeout_sec,
-                    )
-            elif expect is not None:
-                outcome = await manager.expect(
-                    session,
-                    expect,
-                    timeout=timeout,
-                    raw=raw,
-                    regex_timeout=settings.regex_timeout_sec,
-                )
-            else:
-                outcome = await manager.read(session, timeout=timeout, raw=raw)
-        except PolicyBlocked as exc:
-            outcome = RunOutcome(
-                output="", blocked=True, message=str(exc), next_offset=session.read_offset
-            )
+            outcome = await manager.interact(session, request)
         except UserError as exc:
-            raise fail(exc) from None
-        if runtime.audit:
-            verdict = outcome.verdict
-            runtime.audit.record(
-                "pty_run"
-                if command is not None
-                else "pty_send"
-                if raw_send is not None
-                else "pty_read",
-                tool="terminal_pty_run",
-                session_id=session.id,
-                command=command,
-                cwd=session.cwd,
-                shell_kind="bash",
-                exit_code=outcome.exit_code,
-                semantic_status=verdict.status if verdict else None,
-                duration_ms=elapsed_ms(started),
-                bytes_out=len(outcome.output.encode()),
-                bytes_in=len(raw_send.encode()) if raw_send is not None else None,
-                blocked=outcome.blocked,
-                warning=outcome.warning,
+            return reply_to(
+                exc,
+                lambda reason: _result(
+                    session,
+                    RunOutcome(
+                        output="", blocked=True, message=reason, next_offset=session.read_offset
+                    ),
+                    screen=screen,
+                    max_bytes=max_bytes,
+                ),
             )
         return _result(session, outcome, screen=screen, max_bytes=max_bytes)
 
@@ -271,7 +230,7 @@ def register(mcp: FastMCP) -> None:
         manager = _manager(ctx)
         session = manager.sessions.get(session_id)
         if session is None:
-            raise fail(UserError(f"unknown or already closed PTY session {session_id!r}"))
+            reply_to(NotFound(f"unknown or already closed PTY session {session_id!r}"))
         output, code = await manager.close(session, force=force)
         return PtyClosed(
             session_id=session_id,

@@ -10,12 +10,12 @@ from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
 from pydantic import Field
 
-from ..core.commands import PlanError
 from ..core.runtime import Runtime
 from ..core.search import SearchRequest, glob_files, search_python, search_ripgrep
-from ..errors import UserError
+from ..errors import InvalidInput, NotFound, UserError
 from ..models import GlobResult, SearchResult
-from .context import default_workdir, fail, runtime_of
+from .context import default_workdir, runtime_of
+from .replies import reply_to
 from .results import output_schema_of, payload_of, structured
 
 READ_ONLY = {
@@ -28,10 +28,10 @@ READ_ONLY = {
 
 def _root(path: str, default: str) -> str:
     if "\0" in path:
-        raise UserError("path contains a NUL byte")
+        raise InvalidInput("path contains a NUL byte")
     root = os.path.normpath(os.path.join(default, os.path.expanduser(path)))
     if not os.path.exists(root):
-        raise PlanError(f"path does not exist: {root}")
+        raise NotFound(f"path does not exist: {root}")
     return root
 
 
@@ -42,7 +42,7 @@ def _engine(runtime: Runtime) -> str | None:
         return None
     rg = runtime.ripgrep
     if rg is None and choice == "ripgrep":
-        raise UserError("search_engine is 'ripgrep' but no rg binary was found")
+        raise NotFound("search_engine is 'ripgrep' but no rg binary was found")
     return rg
 
 
@@ -154,7 +154,7 @@ def register(mcp: FastMCP) -> None:
             else:
                 outcome = await asyncio.to_thread(search_python, request)
         except UserError as exc:
-            raise fail(exc) from None
+            reply_to(exc)
         return structured(payload_of(SearchResult, outcome, root=root))
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)
@@ -192,7 +192,7 @@ def register(mcp: FastMCP) -> None:
         try:
             root = _root(path, await default_workdir(ctx))
             if not os.path.isdir(root):
-                raise UserError(f"path is not a directory: {root}")
+                raise InvalidInput(f"path is not a directory: {root}")
             outcome = await glob_files(
                 _engine(runtime),
                 pattern,
@@ -204,7 +204,7 @@ def register(mcp: FastMCP) -> None:
                 env=runtime.search_env(),
             )
         except UserError as exc:
-            raise fail(exc) from None
+            reply_to(exc)
         return GlobResult(
             paths=outcome.files,
             count=outcome.total,

@@ -1,0 +1,189 @@
+"""The launch gate: every command the server starts passes here, and only here.
+
+``terminal_exec`` and ``terminal_job_start`` commands, the shell of a PTY session, and
+each command or line typed into that shell ask the gate first. In order, it
+
+1. applies the category switch of the policy (a switched-off tool starts nothing, and
+   its input is not even parsed),
+2. resolves the working directory,
+3. parses the command and asks the policy (``Policy.check`` / ``Policy.check_typed``;
+   only their public results are used here, so the policy's internals can change),
+4. builds the child's environment: hygiene, the owner mark the process registry and the
+   watchdog find the tree by, and the secrets the output redactor masks,
+5. routes the command (direct or through a shell) and attaches the resource limits.
+
+It returns a ready plan or raises one typed error. A refusal by the policy is always a
+:class:`~terminal_tools.errors.Blocked`, recorded in the audit log here (so no caller
+has to remember to), and every tool reports it the same way (``blocked: true`` with the
+reason in ``error``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, NoReturn
+
+from ..errors import Blocked, InvalidInput
+from .analysis import Analysis
+from .audit import AuditLog
+from .commands import CommandPlan, analyze_command, plan_command, resolve_cwd
+from .policy import Decision, Policy
+from .processes import Limits
+from .redact import Redactor
+from .shell import EnvError, ShellError, child_environment, resolve_shell, shell_name
+
+TOOL_NAMES = {"exec": "terminal_exec", "job_start": "terminal_job_start"}
+_SWITCHED_OFF = {
+    "exec": "terminal_exec is switched off",
+    "job_start": "terminal_job_start is switched off",
+    "pty": "PTY sessions are switched off",
+    "pty_raw_input": "raw input to PTY sessions is switched off",
+}
+
+
+@dataclass(frozen=True)
+class ShellPlan:
+    """What a PTY session's shell starts with."""
+
+    argv: list[str]
+    shell: str  # the bash that runs
+    cwd: str
+    env: dict[str, str]
+    redactor: Redactor | None
+
+
+class LaunchGate:
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        audit: AuditLog,
+        base_env: Mapping[str, str],
+        next_owner: Callable[[], str],
+        redactor_for: Callable[[Mapping[str, object] | None], Redactor],
+    ) -> None:
+        self.policy = policy
+        self.audit = audit
+        self.base_env = base_env
+        self._next_owner = next_owner
+        self._redactor_for = redactor_for
+
+    # -- commands (terminal_exec, terminal_job_start) -----------------------------------
+
+    def command(
+        self,
+        launcher: Literal["exec", "job_start"],
+        command: str,
+        *,
+        cwd: str | None,
+        default_cwd: str,
+        env: Mapping[str, object] | None,
+        shell: bool | str,
+        limits: Limits | None,
+    ) -> CommandPlan:
+        """The plan for one command, or the typed reason it may not start."""
+        where = _Where(launcher, TOOL_NAMES[launcher], command=command, cwd=cwd)
+        self._switch(launcher, where)
+        directory = resolve_cwd(cwd, default_cwd)
+        analysis = analyze_command(command)
+        decision = self._decide(command, analysis, where)
+        return plan_command(
+            command,
+            cwd=directory,
+            env=env,
+            shell=shell,
+            base_env=self.base_env,
+            owner=self._next_owner(),
+            limits=limits,
+            redactor=self._redactor_for(env),
+            analysis=analysis,
+            policy_warnings=decision.warnings,
+        )
+
+    # -- PTY sessions -------------------------------------------------------------------
+
+    def shell_session(
+        self,
+        *,
+        cwd: str | None,
+        default_cwd: str,
+        env: Mapping[str, object] | None,
+        shell: str | None,
+        cols: int,
+        rows: int,
+    ) -> ShellPlan:
+        """The plan for a PTY session's interactive bash."""
+        self._switch("pty", _Where("pty_open", "terminal_pty_open", cwd=cwd))
+        directory = resolve_cwd(cwd, default_cwd)
+        try:
+            chosen = resolve_shell(shell or None)
+        except ShellError as exc:
+            raise InvalidInput(str(exc)) from None
+        if chosen.kind != "bash":
+            raise InvalidInput(f"PTY sessions need bash, not {shell_name(chosen.path)}")
+        try:
+            child_env = child_environment(
+                self.base_env, env, owner=self._next_owner(), interactive=True
+            )
+        except EnvError as exc:
+            raise InvalidInput(str(exc)) from None
+        child_env["COLUMNS"], child_env["LINES"] = str(cols), str(rows)
+        return ShellPlan(
+            argv=[chosen.path, "--norc", "--noprofile", "--noediting", "-i"],
+            shell=chosen.path,
+            cwd=directory,
+            env=child_env,
+            redactor=self._redactor_for(env),
+        )
+
+    def session_command(self, command: str, *, session_id: str, cwd: str) -> str | None:
+        """A command line sent to a PTY shell; returns the policy's warnings, if any."""
+        where = _Where(
+            "pty_run", "terminal_pty_run", command=command, cwd=cwd, session_id=session_id
+        )
+        self._switch("pty", where)
+        decision = self._decide(command, None, where)
+        return "; ".join(decision.warnings) or None
+
+    def typed_input(self, text: str, *, at_shell: bool, session_id: str, cwd: str) -> None:
+        """Input typed into a PTY session. At a shell prompt each line is a command.
+        (Typed text is never written to the audit log, only its size.)"""
+        where = _Where(
+            "pty_send",
+            "terminal_pty_run",
+            cwd=cwd,
+            session_id=session_id,
+            bytes_in=len(text.encode()),
+        )
+        self._switch("pty_raw_input", where)
+        if at_shell and self.policy.active:
+            decision = self.policy.check_typed(text)
+            if decision.blocked:
+                self._refuse(decision.message or "blocked by policy", where)
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def _switch(self, switch: str, where: _Where) -> None:
+        if not self.policy.enabled(switch):
+            self._refuse(f"blocked by policy: {_SWITCHED_OFF[switch]}", where)
+
+    def _decide(self, command: str, analysis: Analysis | None, where: _Where) -> Decision:
+        decision = self.policy.check(command, analysis)
+        if decision.blocked:
+            self._refuse(decision.message or "blocked by policy", where)
+        return decision
+
+    def _refuse(self, reason: str, where: _Where) -> NoReturn:
+        fields = {k: v for k, v in where.fields.items() if v is not None}
+        self.audit.record(where.event, tool=where.tool, blocked=True, error=reason, **fields)
+        raise Blocked(reason)
+
+
+class _Where:
+    """What the audit record of a refusal says about the call."""
+
+    def __init__(self, event: str, tool: str, **fields: object) -> None:
+        self.event = event
+        self.tool = tool
+        self.fields = fields
