@@ -146,9 +146,12 @@ class LaunchGate:
         decision = self._decide(command, None, where)
         return "; ".join(decision.warnings) or None
 
-    def typed_input(self, text: str, *, at_shell: bool, session_id: str, cwd: str) -> None:
-        """Input typed into a PTY session. At a shell prompt each line is a command.
-        (Typed text is never written to the audit log, only its size.)"""
+    def typed_input(
+        self, text: str, *, at_shell: Callable[[], bool], session_id: str, cwd: str
+    ) -> None:
+        """Input typed into a PTY session. At a shell prompt (``at_shell``, asked only
+        when a policy is in force) each line is a command. Typed text is never written
+        to the audit log, only its size."""
         where = _Where(
             "pty_send",
             "terminal_pty_run",
@@ -157,7 +160,7 @@ class LaunchGate:
             bytes_in=len(text.encode()),
         )
         self._switch("pty_raw_input", where)
-        if at_shell and self.policy.active:
+        if self.policy.active and at_shell():
             decision = self.policy.check_typed(text)
             if decision.blocked:
                 self._refuse(decision.message or "blocked by policy", where)

@@ -527,11 +527,14 @@ class PtyManager:
     def check_typed(self, session: PtySession, text: str) -> None:
         """Typed input forms commands when it reaches a shell: the launch gate checks it
         line by line then (a REPL's input is not a command)."""
-        pending = session.pending
-        at_shell = pending is None
-        if pending is not None:
+
+        def at_shell() -> bool:
+            pending = session.pending
+            if pending is None:
+                return True
             deciders = analyze(pending.command).deciders
-            at_shell = bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
+            return bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
+
         self.runtime.launch.typed_input(
             text, at_shell=at_shell, session_id=session.id, cwd=session.cwd
         )
