@@ -6,11 +6,9 @@ In stdio mode stdout carries JSON-RPC only: no banner, no print; logs go to stde
 from __future__ import annotations
 
 import argparse
-import hmac
 import ipaddress
 import logging
 import os
-import secrets
 import signal
 import sys
 from types import FrameType
@@ -50,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help=f"mask secret env values in output, default on ({env_name('redact_secrets')})",
     )
-    add("--version", action="version", version=f"terminal-tools {__version__}")
+    add("-V", "--version", action="version", version=f"terminal-tools {__version__}")
     return parser
 
 
@@ -119,34 +117,38 @@ def main(argv: list[str] | None = None) -> None:
 
     _install_signal_handlers()
     if settings.transport == "stdio":
-        build_server(settings).run(transport="stdio", show_banner=False)
+        _run_stdio(settings, build_server)
         return
     _run_http(settings, build_server)
 
 
-def _run_http(settings: Settings, build_server) -> None:
-    from fastmcp.server.auth.providers.debug import DebugTokenVerifier
+def _run_stdio(settings: Settings, build_server) -> None:
+    from .server import in_flight
+    from .stdin_drain import hold_stdin_until_idle
 
-    token = settings.token
-    if not token:
-        if not _is_loopback(settings.host):
-            print(
-                f"terminal-tools: refusing to bind {settings.host} without a token; set "
-                f"{env_name('token')} (anyone who can reach the port could run commands)",
-                file=sys.stderr,
-            )
-            raise SystemExit(2)
-        token = secrets.token_urlsafe(32)
+    mcp = build_server(settings)
+    # Requests read before stdin closed are answered before the server exits.
+    hold_stdin_until_idle(in_flight(mcp).idle, settings.shutdown_grace_sec)
+    mcp.run(transport="stdio", show_banner=False)
+
+
+def _run_http(settings: Settings, build_server) -> None:
+    from .http_auth import TokenError, prepare
+
+    if not (settings.token or settings.tokens_file) and not _is_loopback(settings.host):
         print(
-            f"terminal-tools: HTTP bearer token (set {env_name('token')} to choose one): {token}",
+            f"terminal-tools: refusing to bind {settings.host} without a token; set "
+            f"{env_name('token')} (anyone who can reach the port could run commands)",
             file=sys.stderr,
-            flush=True,
         )
-    expected = token
-    verifier = DebugTokenVerifier(
-        validate=lambda candidate: hmac.compare_digest(candidate, expected),
-        client_id="local",
-    )
+        raise SystemExit(2)
+    try:
+        verifier, middleware = prepare(
+            settings, lambda line: print(line, file=sys.stderr, flush=True)
+        )
+    except TokenError as exc:
+        print(f"terminal-tools: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     mcp = build_server(settings, auth=verifier)
     print(
         f"terminal-tools: serving on http://{settings.host}:{settings.port}/mcp",
@@ -158,6 +160,7 @@ def _run_http(settings: Settings, build_server) -> None:
         host=settings.host,
         port=settings.port,
         host_origin_protection="auto",
+        middleware=middleware,
         show_banner=False,
     )
 

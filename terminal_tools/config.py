@@ -38,6 +38,17 @@ class Settings:
         "Bearer token the HTTP transport requires; a random one is generated (and printed to "
         "stderr once) when unset.",
     )
+    tokens_file: str | None = _setting(
+        None,
+        "File of named HTTP bearer tokens, one `NAME TOKEN` per line (mode 600): each name is "
+        "a principal that sees only its own jobs, PTY sessions and output handles.",
+    )
+    share_across_sessions: bool = _setting(
+        False,
+        "HTTP: let every MCP session of one principal (token) see and manage the jobs, PTY "
+        "sessions and output handles of its other sessions (one user's several clients). "
+        "Off: each session sees only what it created.",
+    )
     tools: ToolSelection = _setting(
         "all", "Tool categories to serve: `basic`, `advanced` or `all`."
     )
@@ -51,6 +62,13 @@ class Settings:
         False,
         "Capture PATH once at startup from the user's login shell and give it to children "
         "(for servers launched by GUI apps with a minimal PATH).",
+    )
+
+    state_dir: str | None = _setting(
+        None,
+        "Folder (private to the user) where running servers register, so that a server "
+        "starting later can end what a crashed one left; default: `terminal-tools-<uid>` "
+        "in the temp folder. Servers using different folders never reap each other's.",
     )
 
     # Policy, audit and secrets
@@ -91,6 +109,12 @@ class Settings:
     )
     kill_grace_sec: float = _setting(
         1.0, "Time between SIGTERM and SIGKILL when a process tree is ended.", unit="s"
+    )
+    shutdown_grace_sec: float = _setting(
+        10.0,
+        "stdio: after stdin closes, how long requests already read may still run (and be "
+        "answered) before the server exits.",
+        unit="s",
     )
     drain_grace_sec: float = _setting(
         0.5,
@@ -210,6 +234,7 @@ class Settings:
             "exited_jobs_kept",
             "kill_grace_sec",
             "drain_grace_sec",
+            "shutdown_grace_sec",
             "exec_timeout_sec",
             "exec_auto_background_sec",
         ]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from . import __version__
 from .config import Settings
 from .core.runtime import Runtime
 from .tools import register_all
+from .tools.middleware import ArgumentErrors, InFlight, Scoping, quiet_refusals
 
 INSTRUCTIONS = """\
 A terminal for agents. terminal_exec runs a command and waits (read semantic_status
@@ -31,6 +33,9 @@ CATEGORIES = ("basic", "advanced")
 
 # Runtimes of servers currently running in this process (signal handlers end them).
 ACTIVE_RUNTIMES: set[Runtime] = set()
+
+# The request counter of each server built here (see in_flight).
+_IN_FLIGHT: weakref.WeakKeyDictionary[FastMCP, InFlight] = weakref.WeakKeyDictionary()
 
 
 def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastMCP:
@@ -54,6 +59,11 @@ def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastM
         lifespan=runtime_lifespan,
         auth=auth,
     )
+    _IN_FLIGHT[mcp] = InFlight()
+    mcp.add_middleware(_IN_FLIGHT[mcp])
+    mcp.add_middleware(Scoping(settings))
+    mcp.add_middleware(ArgumentErrors())
+    quiet_refusals()
     register_all(mcp)
     _register_server_info(mcp, settings)
     root = skills_root()
@@ -63,6 +73,11 @@ def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastM
         hidden = {c for c in CATEGORIES if c != settings.tools}
         mcp.disable(tags=hidden)
     return mcp
+
+
+def in_flight(mcp: FastMCP) -> InFlight:
+    """The counter of requests being served by a server from build_server."""
+    return _IN_FLIGHT[mcp]
 
 
 def skills_root() -> Path | None:
@@ -84,8 +99,15 @@ def _register_server_info(mcp: FastMCP, settings: Settings) -> None:
         mime_type="application/json",
     )
     async def server_info(ctx: Context) -> str:
+        from .tools.context import default_workdir
+
         runtime = ctx.lifespan_context.get("runtime")
-        return json.dumps(describe(settings, runtime), indent=2)
+        info = describe(settings, runtime)
+        if runtime is not None:
+            # The directory the tools would use for this client (its first root, when it
+            # offers one), not only the server's own cwd.
+            info["default_workdir"] = await default_workdir(ctx)
+        return json.dumps(info, indent=2)
 
 
 def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,40 +13,17 @@ from collections.abc import Iterator
 import pytest
 from fastmcp import Client
 
-from .conftest import call
+from .conftest import call, http_server_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.stdio]
 
 TOKEN = "test-token-123"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
-    port = _free_port()
-    env = dict(os.environ, TERMINAL_TOOLS_TOKEN=TOKEN)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "terminal_tools", "--transport", "http", "--port", str(port)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-        except OSError:
-            time.sleep(0.1)
-    try:
+    with http_server_process(env={"TERMINAL_TOOLS_TOKEN": TOKEN}) as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
 
 
 def _post(url: str, token: str | None, **headers: str) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from .conftest import call, new_mark, stdio_transport, wait_until_gone
+from .conftest import call, marked_alive, new_mark, stdio_transport, wait_until_gone
 
 pytestmark = [pytest.mark.anyio, pytest.mark.stdio]
 
@@ -35,9 +35,11 @@ async def test_legacy_handshake_over_stdio() -> None:
         assert (await call(c, "terminal_exec", command="true"))["exit_code"] == 0
 
 
-def _start_raw_server(*args: str, prelude: str = "") -> subprocess.Popen[bytes]:
+def _start_raw_server(
+    *args: str, prelude: str = "", env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """The server as a client starts it; ``prelude`` is Python run before its main()."""
-    env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG")}
+    env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG")} | (env or {})
     command = ["-m", "terminal_tools", *args]
     if prelude:
         command = ["-c", f"{prelude}\nfrom terminal_tools.cli import main\nmain({list(args)!r})"]
@@ -148,11 +150,13 @@ async def test_server_exits_on_sigterm_even_if_its_cleanup_hangs() -> None:
         proc.wait(timeout=5)
 
 
-async def test_restarted_server_reaps_processes_of_a_crashed_predecessor() -> None:
+async def test_restarted_server_reaps_processes_of_a_crashed_predecessor(tmp_path: Path) -> None:
     # A predecessor whose watchdog also died (the worst case): its marked children remain
-    # until the next server starts and reaps them.
+    # until the next server starts and reaps them. Both use a private state folder, so no
+    # other server starting on the machine meanwhile can reap them first.
     mark = new_mark()
-    proc = _start_raw_server()
+    private = {"TERMINAL_TOOLS_STATE_DIR": str(tmp_path / "state")}
+    proc = _start_raw_server(env=private)
     try:
         _handshake(proc)
         _start_jobs(proc, mark, 1)
@@ -164,19 +168,113 @@ async def test_restarted_server_reaps_processes_of_a_crashed_predecessor() -> No
         proc.wait(timeout=5)
         time.sleep(0.5)
         assert (await wait_until_gone(mark, timeout=0.5)), "expected orphans to exist"
-        async with Client(stdio_transport()) as c:
+        assert len(os.listdir(tmp_path / "state")) == 1  # the dead instance, registered
+        async with Client(stdio_transport(env=private)) as c:
             await c.list_tools()
             assert not await wait_until_gone(mark, timeout=10)
+            info = json.loads((await c.read_resource("terminal://server-info"))[0].text)
+            # Only the successor is registered now: the dead one was forgotten.
+            assert os.listdir(tmp_path / "state") == [info["instance"]]
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=5)
 
 
+def _decoy(instance: str, mark: str, *launcher: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, TT_TEST_MARK=mark, TERMINAL_TOOLS_OWNER=f"{instance}:1")
+    return subprocess.Popen([*launcher, "sleep", "300"], env=env, start_new_session=True)
+
+
+async def test_reaping_is_limited_to_what_a_dead_instance_provably_owned(
+    tmp_path: Path,
+) -> None:
+    # Processes carrying the mark of a dead server are ended by a starting server only
+    # when that server was registered in the same folder, the process runs as the same
+    # user, and it was created after that server started.
+    import shutil
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    now_ms = int(time.time() * 1000)
+    registered = f"999999.{now_ms - 60_000}.aaaaaaaa"  # a pid that no longer runs
+    later = f"999998.{now_ms + 3_600_000}.bbbbbbbb"  # "started" after the decoy below
+    for instance in (registered, later):
+        (state / instance).touch()
+    unregistered = f"999997.{now_ms - 60_000}.cccccccc"
+    marks = {name: new_mark() for name in ("owned", "unregistered", "older", "other_user")}
+    decoys = [
+        _decoy(registered, marks["owned"]),
+        _decoy(unregistered, marks["unregistered"]),
+        _decoy(later, marks["older"]),
+    ]
+    nobody = shutil.which("setpriv") and os.getuid() == 0
+    if nobody:
+        decoys.append(_decoy(registered, marks["other_user"], "setpriv", "--reuid=65534",
+                             "--regid=65534", "--clear-groups", "--"))
+    try:
+        time.sleep(0.3)
+        async with Client(stdio_transport(env={"TERMINAL_TOOLS_STATE_DIR": str(state)})) as c:
+            await c.list_tools()
+            assert not await wait_until_gone(marks["owned"], timeout=10)
+            assert marked_alive(marks["unregistered"]), "reaped a server it never knew"
+            assert marked_alive(marks["older"]), "reaped a process older than its server"
+            if nobody:
+                assert marked_alive(marks["other_user"]), "reaped another user's process"
+    finally:
+        for decoy in decoys:
+            decoy.kill()
+            decoy.wait(timeout=5)
+
+
+_INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "pipe", "version": "1"}}}
+_READY = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _pipe_in(*calls: dict, env: dict[str, str] | None = None) -> tuple[list[dict], float]:
+    """Write the handshake and ``calls`` to a fresh server's stdin, close it at once
+    (``printf ... | terminal-tools``), and return every reply and the time to exit."""
+    lines = [_INIT, _READY, *calls]
+    payload = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "terminal_tools"], input=payload,
+                          capture_output=True, timeout=120, cwd=REPO,
+                          env={k: v for k, v in os.environ.items()} | (env or {}))
+    elapsed = time.monotonic() - started
+    return [json.loads(line) for line in done.stdout.splitlines()], elapsed
+
+
+def _exec_call(request_id: int, command: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "terminal_exec", "arguments": {"command": command}}}
+
+
+def test_requests_read_before_stdin_closed_are_answered() -> None:
+    replies, _ = _pipe_in(_exec_call(2, "sleep 1; echo first"), _exec_call(3, "echo second"))
+    by_id = {reply["id"]: reply for reply in replies}
+    assert set(by_id) == {1, 2, 3}
+    assert by_id[2]["result"]["structuredContent"]["stdout"] == "first\n"
+    assert by_id[3]["result"]["structuredContent"]["stdout"] == "second\n"
+
+
+async def test_after_stdin_closes_a_long_call_gets_only_the_shutdown_grace() -> None:
+    mark = new_mark()
+    call = _exec_call(2, "sleep 120")
+    call["params"]["arguments"]["env"] = {"TT_TEST_MARK": mark}
+    replies, elapsed = _pipe_in(call, env={"TERMINAL_TOOLS_SHUTDOWN_GRACE_SEC": "1"})
+    assert elapsed < 30
+    assert [reply["id"] for reply in replies] == [1, 2]
+    assert "error" in replies[1]  # cut short by the grace, and said so
+    assert not await wait_until_gone(mark, timeout=10)
+
+
 def test_version_and_bad_options() -> None:
-    done = subprocess.run([sys.executable, "-m", "terminal_tools", "--version"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.startswith("terminal-tools ")
+    for flag in ("--version", "-V"):
+        done = subprocess.run([sys.executable, "-m", "terminal_tools", flag],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith("terminal-tools "), flag
     done = subprocess.run([sys.executable, "-m", "terminal_tools", "--workdir", "/nonexistent/x"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "not a directory" in done.stderr

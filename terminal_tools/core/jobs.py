@@ -16,7 +16,7 @@ import signal
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import regex
@@ -24,6 +24,7 @@ import regex
 from ..config import Settings
 from ..errors import CapReached, InvalidInput, NotFound
 from ..models import EndReason, JobInfo, JobLogs, JobStatus
+from . import owners
 from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
@@ -77,6 +78,7 @@ class Job:
     # the server was shutting down: both decide end_reason.
     requested_signal: int | None = None
     ended_in_shutdown: bool = False
+    scope: str | None = field(default_factory=owners.current)  # who may see it (owners.py)
 
     @property
     def merged(self) -> bool:
@@ -193,6 +195,7 @@ class JobManager:
         names = ", ".join(
             f"{job.id}{f' ({job.name})' if job.name else ''}: {job.plan.command[:60]}"
             for job in self.running
+            if owners.visible(job.scope)
         )
         return (
             f"too many jobs: {self.settings.max_jobs} are running (the max_jobs setting); "
@@ -314,17 +317,22 @@ class JobManager:
 
     # -- lookup and retention ----------------------------------------------------------------
 
+    def _visible(self) -> list[Job]:
+        return [j for j in self._jobs.values() if owners.visible(j.scope)]
+
     def get(self, key: str) -> Job:
         self.prune()
         job = self._jobs.get(key)
+        if job is not None and not owners.visible(job.scope):
+            job = None
         if job is None:
-            named = [j for j in self._jobs.values() if j.name == key]
+            named = [j for j in self._visible() if j.name == key]
             job = named[-1] if named else None
         if job is None:
             known = (
                 ", ".join(
                     f"{j.id}{f' ({j.name})' if j.name else ''} [{j.status}]"
-                    for j in self._jobs.values()
+                    for j in self._visible()
                 )
                 or "none"
             )
@@ -337,7 +345,7 @@ class JobManager:
 
     def list(self) -> list[JobInfo]:
         self.prune()
-        return [job.info() for job in self._jobs.values()]
+        return [job.info() for job in self._visible()]
 
     def forget(self, job: Job) -> None:
         if job.status == "running":

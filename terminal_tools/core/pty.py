@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 from ..errors import CapReached, InvalidInput, NotFound
+from . import owners
 from .analysis import analyze, innermost, unbalanced_quote
 from .audit import elapsed_ms
 from .buffers import StreamBuffer
@@ -156,6 +157,7 @@ class PtySession:
     ) -> None:
         self.manager = manager
         self.id = session_id
+        self.scope = owners.current()  # who may see it (owners.py)
         self.master = master
         self.process = process
         self.shell = shell
@@ -323,8 +325,13 @@ class PtyManager:
     # -- open / close ------------------------------------------------------------------------
 
     def _cap_message(self) -> str:
-        listing = ", ".join(
-            f"{s.id} (idle {s.idle_sec:.0f} s, cwd {s.cwd})" for s in self.sessions.values()
+        listing = (
+            ", ".join(
+                f"{s.id} (idle {s.idle_sec:.0f} s, cwd {s.cwd})"
+                for s in self.sessions.values()
+                if owners.visible(s.scope)
+            )
+            or "none of yours"
         )
         return (
             f"too many PTY sessions ({self.settings.max_pty_sessions}, the "
@@ -429,10 +436,16 @@ class PtyManager:
         if not session.closed and session.idle_sec >= session.idle_timeout - 0.05:
             self.registry.track_task(self.close(session, force=True))
 
-    def get(self, session_id: str) -> PtySession:
+    def find(self, session_id: str) -> PtySession | None:
+        """The open session with this id, if it belongs to the calling client."""
         session = self.sessions.get(session_id)
+        return session if session is not None and owners.visible(session.scope) else None
+
+    def get(self, session_id: str) -> PtySession:
+        session = self.find(session_id)
         if session is None:
-            known = ", ".join(self.sessions) or "none"
+            known = ", ".join(s.id for s in self.sessions.values() if owners.visible(s.scope))
+            known = known or "none"
             raise NotFound(
                 f"unknown or closed PTY session {session_id!r}; open sessions: "
                 f"{known}. Sessions close after idle_timeout_sec without use."

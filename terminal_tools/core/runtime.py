@@ -127,12 +127,14 @@ class Runtime:
 
     async def start(self) -> None:
         """Background startup work that must not delay the first request."""
+        self.state_dir = self.settings.state_dir or watchdog.default_state_dir()
         self._startup = asyncio.ensure_future(self._reap_predecessors())
 
     async def _reap_predecessors(self) -> None:
         with contextlib.suppress(Exception):
+            await asyncio.to_thread(watchdog.register_instance, self.state_dir, self.instance)
             self.reaped_at_start = await asyncio.to_thread(
-                watchdog.reap_predecessors, self.instance
+                watchdog.reap_predecessors, self.instance, self.state_dir
             )
             if self.reaped_at_start:
                 log.warning(
@@ -150,6 +152,7 @@ class Runtime:
             await self._ptys.shutdown()
         await self.registry.shutdown()
         await self.jobs.shutdown()
+        watchdog.unregister_instance(self.state_dir, self.instance)
         self.store.clear()
         self.budget.cleanup()
         self.audit.close()

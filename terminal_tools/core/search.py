@@ -296,7 +296,13 @@ async def search_ripgrep(rg: str, request: SearchRequest, env: dict[str, str]) -
     finally:
         await _stop(process, early=not finished)
     stderr = await stderr_task
-    _interpret_rg_errors(process.returncode, stderr, outcome, stopped=outcome.truncated is not None)
+    _interpret_rg_errors(
+        process.returncode,
+        stderr,
+        outcome,
+        stopped=outcome.truncated is not None,
+        pattern=request.pattern,
+    )
     _in_path_order(outcome)
     outcome.elapsed_ms = int((time.monotonic() - started) * 1000)
     return outcome
@@ -541,17 +547,39 @@ _REJECTED = (
 
 
 def _interpret_rg_errors(
-    code: int | None, stderr: str, outcome: SearchOutcome, stopped: bool
+    code: int | None, stderr: str, outcome: SearchOutcome, stopped: bool, pattern: str = ""
 ) -> None:
     lines = [line for line in stderr.splitlines() if line.strip()]
     # Decided on what rg printed, not only its exit status: a status can be lost to the
     # child-watcher race (asyncio then reports 255), a rejection message cannot.
     rejected = code in (2, 255, None) and not stopped and any(m in stderr for m in _REJECTED)
     if rejected and not outcome.matches and not outcome.files:
+        lines = _own_pattern(lines, pattern)
         raise InvalidInput("ripgrep rejected the search: " + "\n".join(lines[:20]))
     problems = [line for line in lines if line.startswith("rg:") or ": " in line]
     outcome.errors_count = len(problems)
     outcome.errors = [_plain_error(line) for line in problems[:5]]
+
+
+def _own_pattern(lines: list[str], pattern: str) -> list[str]:
+    """rg shows a regex parse error against the pattern as it compiled it, wrapped in
+    ``(?:...)``: show the agent its own pattern, with the caret moved to match."""
+    wrapped = "(?:" + pattern + ")"
+    out: list[str] = []
+    shift = False
+    for line in lines:
+        if pattern and not shift and line.strip() == wrapped:
+            indent = line[: len(line) - len(line.lstrip())]
+            out.append(indent + pattern)
+            shift = True
+            continue
+        if shift and line.strip() and set(line.strip()) <= {"^", "~"}:
+            width = len(line) - len(line.lstrip())
+            column = max(width - 3, 4) if width >= 4 else width
+            out.append(" " * column + line.strip())
+            continue
+        out.append(line)
+    return out
 
 
 def _plain_error(line: str) -> str:

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import owners
 from .buffers import StreamBuffer
 
 
@@ -23,6 +24,7 @@ class StoredOutput:
     streams: dict[str, StreamBuffer]
     size: int
     last_access: float = field(default=0.0)
+    scope: str | None = field(default_factory=owners.current)  # who may see it (owners.py)
 
     def release(self) -> None:
         for buffer in self.streams.values():
@@ -69,7 +71,7 @@ class OutputStore:
         with self._lock:
             self._expire()
             entry = self._entries.get(handle)
-            if entry is None:
+            if entry is None or not owners.visible(entry.scope):
                 return None
             entry.last_access = self._clock()
             self._entries.move_to_end(handle)

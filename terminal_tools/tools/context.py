@@ -5,12 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import warnings
 from urllib.parse import unquote, urlparse
 
 from fastmcp import Context
 from fastmcp.exceptions import ToolError
 
 from ..core.runtime import Runtime
+
+# Roots are deprecated in the newest protocol (SEP-2577) but are how handshake-era
+# clients say where they work; asking for them is not the user's concern, so the SDK's
+# warning about it stays off stderr.
+warnings.filterwarnings("ignore", message="The roots capability is deprecated")
 
 
 def runtime_of(ctx: Context) -> Runtime:

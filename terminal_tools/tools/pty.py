@@ -228,7 +228,7 @@ def register(mcp: FastMCP) -> None:
     ) -> PtyClosed:
         """Close a PTY session: `exit`, then end every process it started."""
         manager = _manager(ctx)
-        session = manager.sessions.get(session_id)
+        session = manager.find(session_id)
         if session is None:
             reply_to(NotFound(f"unknown or already closed PTY session {session_id!r}"))
         output, code = await manager.close(session, force=force)
