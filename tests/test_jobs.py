@@ -241,8 +241,9 @@ async def test_bad_manage_calls_are_clear(client: Client) -> None:
                                        job_id=job["job_id"], data="x")
     assert "needs a job_id" in await call_error(client, "terminal_job_manage",
                                                 action="signal_int")
-    assert "validation" in (await call_error(client, "terminal_job_manage",
-                                             action="explode")).lower()
+    bad_action = await call_error(client, "terminal_job_manage", action="explode")
+    assert bad_action.startswith("invalid argument for terminal_job_manage: action:")
+    assert "'signal_term'" in bad_action and "(got 'explode')" in bad_action
     promoted = await call(client, "terminal_exec", command="sleep 3",
                           auto_background_after_sec=0.3)
     error = await call_error(client, "terminal_job_manage", action="stdin",

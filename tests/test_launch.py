@@ -23,7 +23,7 @@ async def test_each_error_kind_reaches_the_agent_one_way(tmp_path: Path) -> None
         job = await call(c, "terminal_job_start", command="sleep 30")
         assert "since_offset must be >= 0" in await call_error(
             c, "terminal_job_logs", job_id=job["job_id"], since_offset=-1)
-        assert "too many running jobs" in await call_error(
+        assert "too many jobs" in await call_error(
             c, "terminal_job_start", command="sleep 30")
         # blocked: the tool's own result
         refused = await call(c, "terminal_job_start", command="shred x")
