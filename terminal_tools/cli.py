@@ -14,7 +14,7 @@ import sys
 from types import FrameType
 
 from . import __version__
-from .config import Settings, env_name
+from .config import Settings, env_name, setting_fields
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +50,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("-V", "--version", action="version", version=f"terminal-tools {__version__}")
     return parser
+
+
+def _setting_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """Every option named after a setting, as an override (None: not given on the command
+    line). Derived from the settings' own fields, so an option cannot be parsed and then
+    forgotten on the way to the server."""
+    names = {f.name for f in setting_fields()}
+    return {name: value for name, value in vars(args).items() if name in names}
+
+
+def _preflight(settings: Settings) -> None:
+    """Refuse to start, in one line, on a setting the server could only fail on later (a
+    traceback from inside the lifespan is all a client would show otherwise)."""
+    if settings.policy:
+        from .core.policy import Policy
+
+        Policy.load(settings.policy)  # PolicyError is a ValueError naming the file
+    if settings.audit_log:
+        try:
+            with open(settings.audit_log, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise ValueError(f"cannot open --audit-log {settings.audit_log}: {exc.strerror}")
 
 
 def _is_loopback(host: str) -> bool:
@@ -89,20 +112,13 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
     os.environ.setdefault("FASTMCP_ENV_FILE", os.devnull)
     try:
-        settings = Settings.from_env(
-            transport=args.transport,
-            host=args.host,
-            port=args.port,
-            tools=args.tools,
-            workdir=args.workdir,
-            log_level=args.log_level,
-            login_path=args.login_path,
-        )
+        settings = Settings.from_env(**_setting_overrides(args))
         if settings.workdir:
             workdir = os.path.abspath(os.path.expanduser(settings.workdir))
             if not os.path.isdir(workdir):
                 raise ValueError(f"--workdir is not a directory: {workdir}")
             settings = _replace(settings, workdir=workdir)
+        _preflight(settings)
     except ValueError as exc:
         print(f"terminal-tools: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
