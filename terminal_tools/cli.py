@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from types import FrameType
+from typing import Any
 
 from . import __version__
 from .config import Settings, env_name, setting_fields
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setting_overrides(args: argparse.Namespace) -> dict[str, object]:
+def _setting_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Every option named after a setting, as an override (None: not given on the command
     line). Derived from the settings' own fields, so an option cannot be parsed and then
     forgotten on the way to the server."""
@@ -72,7 +73,9 @@ def _preflight(settings: Settings) -> None:
             with open(settings.audit_log, "a", encoding="utf-8"):
                 pass
         except OSError as exc:
-            raise ValueError(f"cannot open --audit-log {settings.audit_log}: {exc.strerror}")
+            raise ValueError(
+                f"cannot open --audit-log {settings.audit_log}: {exc.strerror}"
+            ) from None
 
 
 def _is_loopback(host: str) -> bool:

@@ -189,7 +189,13 @@ class Settings:
     regex_timeout_sec: float = _setting(
         1.0,
         "Time limit for one regular-expression evaluation in the server (per file for the "
-        "Python search engine, per scan for `pattern` and `wait_for`).",
+        "Python search engine, per piece of new output for `wait_for` and `expect`).",
+        unit="s",
+    )
+    output_search_timeout_sec: float = _setting(
+        10.0,
+        "Time limit of one terminal_output_get `pattern` search, the whole call; past it the "
+        'matches found so far come back with `truncated: "timeout"`.',
         unit="s",
     )
 
@@ -224,6 +230,8 @@ class Settings:
             "search_max_results",
             "glob_max_results",
             "wait_cap_sec",
+            "regex_timeout_sec",
+            "output_search_timeout_sec",
         ]
         for name in positive:
             if getattr(self, name) <= 0:

@@ -118,6 +118,11 @@ class OutputPage(Result):
     matches: list[OutputMatch] | None = Field(
         None, description="Matching lines when `pattern` was given."
     )
+    truncated: Literal["timeout", "max_matches", "max_bytes"] | None = Field(
+        None,
+        description="With pattern: why the search stopped before the end of the stream "
+        "(continue from next_offset); null when it searched to the end.",
+    )
     message: str | None = None
 
 

@@ -7,10 +7,13 @@ is reported before anything is started.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..errors import InvalidInput, NotFound
 from .analysis import Analysis, analyze
@@ -18,6 +21,8 @@ from .destructive import destructive_warning
 from .processes import Limits
 from .redact import Redactor
 from .shell import EnvError, Platform, Shell, ShellError, child_environment, resolve_shell
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,12 +52,54 @@ def resolve_cwd(cwd: str | None, default: str) -> str:
     return path
 
 
+def _os_command_limit() -> int:
+    """The longest command, in bytes, that can be started at all. A command run through a
+    shell is one argument of ``bash -c``: Linux refuses any single argument of
+    MAX_ARG_STRLEN (32 pages, 131,072 bytes) or more with E2BIG; macOS bounds the whole
+    argument list by ARG_MAX; Windows bounds the command line at 32,767 characters."""
+    if sys.platform.startswith("linux"):
+        return 131_072 - 1
+    if os.name == "nt":
+        return 32_767
+    try:
+        return max(4096, os.sysconf("SC_ARG_MAX") // 2)  # half: the environment shares it
+    except (ValueError, OSError, AttributeError):
+        return 131_072 - 1
+
+
+MAX_COMMAND_BYTES = _os_command_limit()
+
+# Analysing a command (and matching it against a policy) costs about 2 µs a byte, more on
+# deeply nested input: below this size it is cheaper to do it on the event loop than to
+# hand it to a worker thread; above it, a thread keeps every other call answering.
+INLINE_ANALYSIS_BYTES = 2048
+
+
+def check_command_size(command: str) -> None:
+    """Refuse a command no OS could run before any time is spent on it."""
+    size = len(command) if len(command) * 4 <= MAX_COMMAND_BYTES else len(command.encode())
+    if size > MAX_COMMAND_BYTES:
+        raise InvalidInput(
+            f"command is {size:,} bytes; the longest command this OS can start is "
+            f"{MAX_COMMAND_BYTES:,} bytes. Put the script in a file and run the file, or "
+            "pass the data on stdin"
+        )
+
+
+async def off_loop_if_large(size: int, fn: Callable[[], T]) -> T:
+    """``fn()`` on the event loop when its input is small, in a worker thread when not."""
+    if size <= INLINE_ANALYSIS_BYTES:
+        return fn()
+    return await asyncio.to_thread(fn)
+
+
 def analyze_command(command: str) -> Analysis:
     """The parsed command; a command no program could receive is refused here."""
     if not command or not command.strip():
         raise InvalidInput("command is empty")
     if "\0" in command:
         raise InvalidInput("command contains a NUL byte, which no program can receive")
+    check_command_size(command)
     analysis = analyze(command)
     if analysis.error:
         raise InvalidInput(analysis.error)

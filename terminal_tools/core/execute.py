@@ -101,7 +101,7 @@ async def execute(
             raise InvalidInput(
                 f"max_output_kb must be between 1 and {settings.inline_max_kb_limit}"
             )
-        plan = runtime.launch.command(
+        plan = await runtime.launch.command(
             "exec",
             request.command,
             cwd=request.cwd,

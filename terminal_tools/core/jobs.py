@@ -166,6 +166,13 @@ def _last_line(process: ManagedProcess) -> str | None:
     return None
 
 
+def _search_piece(pattern: regex.Pattern[str], data: bytes, limit: float) -> str | None:
+    """The first match of ``pattern`` in ``data`` (run in a worker thread: the regex module
+    releases the GIL while it matches a string)."""
+    hit = pattern.search(data.decode("utf-8", "replace"), timeout=limit, concurrent=True)
+    return hit.group(0) if hit else None
+
+
 class JobManager:
     def __init__(
         self,
@@ -204,7 +211,7 @@ class JobManager:
 
     async def start(self, request: JobRequest, default_cwd: str) -> Job:
         """Start a background job; the launch gate decides first."""
-        plan = self.launch.command(
+        plan = await self.launch.command(
             "job_start",
             request.command,
             cwd=request.cwd,
@@ -428,11 +435,13 @@ class JobManager:
         match_text: str | None = None
         matched: bool | None = None
         if pattern is not None:
-            match_text = await self._wait_for_match(
+            match_text, gave_up = await self._wait_for_match(
                 job, buffer, since_offset, pattern, waited_for, progress
             )
             matched = match_text is not None
-            if not matched and job.status == "running":
+            if gave_up:
+                notes.append(gave_up)
+            elif not matched and job.status == "running":
                 notes.append("wait_for did not match before the wait ended")
         elif wait_until_exit:
             await self._wait_exit(job, waited_for, progress)
@@ -479,10 +488,15 @@ class JobManager:
         pattern: regex.Pattern[str],
         timeout: float,
         progress: Progress | None,
-    ) -> str | None:
+    ) -> tuple[str | None, str | None]:
         """Wait until output after ``since`` matches; searched incrementally from the
-        start of the last incomplete line so that matches are not split across chunks."""
+        start of the last incomplete line so that matches are not split across chunks.
+        Returns the matched text and, when the pattern was too slow to finish, why the
+        wait gave up. The matching runs in a worker thread, so a pathological pattern
+        costs this call only."""
         found: list[str] = []
+        gave_up: list[str] = []
+        limit = self.settings.regex_timeout_sec
         scan_from = since
 
         async def watch() -> None:
@@ -496,13 +510,16 @@ class JobManager:
                     if not chunk.data:
                         scan_from = end
                         break
-                    text = chunk.data.decode("utf-8", "replace")
                     try:
-                        hit = pattern.search(text, timeout=self.settings.regex_timeout_sec)
+                        hit = await asyncio.to_thread(_search_piece, pattern, chunk.data, limit)
                     except TimeoutError:
-                        hit = None
-                    if hit:
-                        found.append(hit.group(0))
+                        gave_up.append(
+                            f"wait_for gave up: the pattern took over {limit:g} s on "
+                            f"{len(chunk.data):,} bytes of output; simplify it"
+                        )
+                        return
+                    if hit is not None:
+                        found.append(hit)
                         return
                     if chunk.end >= end:
                         # Rescan the unfinished last line when more output arrives.
@@ -522,7 +539,7 @@ class JobManager:
                     done_wait.cancel()
 
         await _with_progress(watch(), timeout, job, progress)
-        return found[0] if found else None
+        return (found[0] if found else None), (gave_up[0] if gave_up else None)
 
     # -- control ---------------------------------------------------------------------------
 

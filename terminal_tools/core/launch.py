@@ -6,8 +6,10 @@ each command or line typed into that shell ask the gate first. In order, it
 1. applies the category switch of the policy (a switched-off tool starts nothing, and
    its input is not even parsed),
 2. resolves the working directory,
-3. parses the command and asks the policy (``Policy.check`` / ``Policy.check_typed``;
-   only their public results are used here, so the policy's internals can change),
+3. refuses a command longer than the OS can start, then parses the command and asks
+   the policy (``Policy.check`` / ``Policy.check_typed``; only their public results are
+   used here, so the policy's internals can change), in a worker thread when the
+   command is large so that no other call waits for it,
 4. builds the child's environment: hygiene, the owner mark the process registry and the
    watchdog find the tree by, and the secrets the output redactor masks,
 5. routes the command (direct or through a shell) and attaches the resource limits.
@@ -20,14 +22,22 @@ reason in ``error``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NoReturn
 
 from ..errors import Blocked, InvalidInput
-from .analysis import Analysis
+from .analysis import Analysis, analyze
 from .audit import AuditLog
-from .commands import CommandPlan, analyze_command, plan_command, resolve_cwd
+from .commands import (
+    CommandPlan,
+    analyze_command,
+    check_command_size,
+    off_loop_if_large,
+    plan_command,
+    resolve_cwd,
+)
 from .policy import Decision, Policy
 from .processes import Limits
 from .redact import Redactor
@@ -71,7 +81,7 @@ class LaunchGate:
 
     # -- commands (terminal_exec, terminal_job_start) -----------------------------------
 
-    def command(
+    async def command(
         self,
         launcher: Literal["exec", "job_start"],
         command: str,
@@ -82,12 +92,18 @@ class LaunchGate:
         shell: bool | str,
         limits: Limits | None,
     ) -> CommandPlan:
-        """The plan for one command, or the typed reason it may not start."""
+        """The plan for one command, or the typed reason it may not start. A large
+        command is analysed and checked in a worker thread, so it stalls no other call."""
         where = _Where(launcher, TOOL_NAMES[launcher], command=command, cwd=cwd)
         self._switch(launcher, where)
         directory = resolve_cwd(cwd, default_cwd)
-        analysis = analyze_command(command)
-        decision = self._decide(command, analysis, where)
+        check_command_size(command)
+
+        def vet() -> tuple[Analysis, Decision]:
+            analysis = analyze_command(command)
+            return analysis, self._decide(command, analysis, where)
+
+        analysis, decision = await off_loop_if_large(len(command), vet)
         return plan_command(
             command,
             cwd=directory,
@@ -137,16 +153,25 @@ class LaunchGate:
             redactor=self._redactor_for(env),
         )
 
-    def session_command(self, command: str, *, session_id: str, cwd: str) -> str | None:
-        """A command line sent to a PTY shell; returns the policy's warnings, if any."""
+    async def session_command(
+        self, command: str, *, session_id: str, cwd: str
+    ) -> tuple[Analysis, str | None]:
+        """A command line sent to a PTY shell: its analysis and the policy's warnings, if
+        any (worked out in a worker thread when the command is large)."""
         where = _Where(
             "pty_run", "terminal_pty_run", command=command, cwd=cwd, session_id=session_id
         )
         self._switch("pty", where)
-        decision = self._decide(command, None, where)
-        return "; ".join(decision.warnings) or None
+        check_command_size(command)
 
-    def typed_input(
+        def vet() -> tuple[Analysis, str | None]:
+            analysis = analyze(command)
+            decision = self._decide(command, analysis, where)
+            return analysis, "; ".join(decision.warnings) or None
+
+        return await off_loop_if_large(len(command), vet)
+
+    async def typed_input(
         self, text: str, *, at_shell: Callable[[], bool], session_id: str, cwd: str
     ) -> None:
         """Input typed into a PTY session. At a shell prompt (``at_shell``, asked only
@@ -161,7 +186,9 @@ class LaunchGate:
         )
         self._switch("pty_raw_input", where)
         if self.policy.active and at_shell():
-            decision = self.policy.check_typed(text)
+            decision = await off_loop_if_large(
+                len(text), functools.partial(self.policy.check_typed, text)
+            )
             if decision.blocked:
                 self._refuse(decision.message or "blocked by policy", where)
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import secrets
 import struct
 import termios
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 from ..errors import CapReached, InvalidInput, NotFound
 from . import owners
-from .analysis import analyze, innermost, unbalanced_quote
+from .analysis import Analysis, analyze, innermost, unbalanced_quote
 from .audit import elapsed_ms
 from .buffers import StreamBuffer
 from .destructive import destructive_warning
@@ -51,6 +53,7 @@ from .semantics import Verdict, classify_exit
 _MARKER = re.compile(rb"\x1b\]7770;([0-9a-f]+):(\d+);(-?\d+);([^\x07]*)\x07")
 _MARKER_MAX = 4096  # a marker (with $PWD) is never longer than this
 _READ_SIZE = 65536
+_SCREEN_REPLAY_BYTES = 64 * 1024
 _SETTLE_SEC = 0.3  # read_only: output is "settled" after this long without new bytes
 _READ_ONLY_MAX_SEC = 2.0
 # Programs that read typed lines as commands (input to them is checked by the policy).
@@ -96,6 +99,10 @@ class Marker:
     end: int
 
 
+class SessionBusy(InvalidInput):
+    """A command is already running in the session."""
+
+
 @dataclass
 class Pending:
     """A command sent with ``run`` whose prompt marker has not arrived yet."""
@@ -104,6 +111,8 @@ class Pending:
     expect_seq: int
     start: int
     started: float
+    analysis: Analysis | None = None
+    warning: str | None = None  # destructive-command and policy warnings, for the result
     done: asyncio.Future[Marker] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -172,6 +181,9 @@ class PtySession:
         )
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
+        self._screen_fed = 0  # offset up to which the emulator has seen the output
+        self._screen_lock = threading.Lock()  # the emulator is fed in worker threads
+        self._render_order = asyncio.Lock()  # ... one render at a time, in offset order
         self.markers: list[Marker] = []
         self.last_seq = 0
         self.cwd = ""
@@ -216,8 +228,6 @@ class PtySession:
         if not data:
             return
         self.buffer.append(data)
-        with contextlib.suppress(Exception):
-            self.stream.feed(data)
         self._scan_markers()
 
     def _stop_reading(self) -> None:
@@ -280,7 +290,8 @@ class PtySession:
 
     def resize(self, cols: int, rows: int) -> None:
         fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.screen.resize(rows, cols)
+        with self._screen_lock:
+            self.screen.resize(rows, cols)
         self.cols, self.rows = cols, rows
 
     def touch(self) -> None:
@@ -308,11 +319,32 @@ class PtySession:
             data = clean(data.replace(b"\r\n", b"\n"))
         return data.decode("utf-8", "replace"), chunk.dropped
 
-    def render_screen(self) -> tuple[str, tuple[int, int]]:
-        lines = [line.rstrip() for line in self.screen.display]
-        while lines and not lines[-1]:
-            lines.pop()
-        return "\n".join(lines), (self.screen.cursor.y + 1, self.screen.cursor.x + 1)
+    async def render_screen(self) -> tuple[str, tuple[int, int]]:
+        """The screen as a terminal shows it now. The emulator (pyte, pure Python, about
+        0.25 MB/s) is fed only when a screen is asked for, in a worker thread: fed on the
+        event loop with every read, a flood of output stalled every other call. When more
+        than _SCREEN_REPLAY_BYTES arrived since the last render, the screen is rebuilt from
+        that much of the tail, which is what full-screen programs redraw from anyway."""
+        async with self._render_order:
+            start = max(self._screen_fed, self.buffer.first_available)
+            end = self.buffer.total
+            replay = end - start > _SCREEN_REPLAY_BYTES
+            if replay:
+                start = end - _SCREEN_REPLAY_BYTES
+            data = self.buffer.read(start, end - start).data
+            self._screen_fed = end
+            return await asyncio.to_thread(self._feed_and_render, data, replay)
+
+    def _feed_and_render(self, data: bytes, replay: bool) -> tuple[str, tuple[int, int]]:
+        with self._screen_lock:
+            if replay:
+                self.screen.reset()
+            with contextlib.suppress(Exception):  # a malformed sequence must not end the call
+                self.stream.feed(data)
+            lines = [line.rstrip() for line in self.screen.display]
+            while lines and not lines[-1]:
+                lines.pop()
+            return "\n".join(lines), (self.screen.cursor.y + 1, self.screen.cursor.x + 1)
 
 
 class PtyManager:
@@ -507,7 +539,7 @@ class PtyManager:
             return await self.run(session, command, timeout=timeout, raw=raw)
         if command is not None:
             if session.pending is None:
-                self.start_command(session, command)
+                await self.start_command(session, command)
             else:
                 await self.send(session, command + "{Enter}")
         elif raw_send is not None:
@@ -520,24 +552,33 @@ class PtyManager:
             return RunOutcome(output="", next_offset=session.read_offset)
         return await self.read(session, timeout=timeout, raw=raw)
 
-    def start_command(self, session: PtySession, command: str) -> str | None:
+    async def start_command(self, session: PtySession, command: str) -> Analysis:
         """Send a command line to the idle shell without waiting (used with expect).
-        Returns the policy's warnings, if any."""
+        Returns its analysis; its warnings (destructive command, policy) go on the
+        pending command."""
         problem = unbalanced_quote(command)
         if problem:
             raise InvalidInput(problem + " (the shell would wait for more input)")
-        policy_warning = self.runtime.launch.session_command(
+        analysis, policy_warning = await self.runtime.launch.session_command(
             command, session_id=session.id, cwd=session.cwd
         )
+        if session.pending is not None:  # another call started one while this was vetted
+            raise SessionBusy(self._busy(session).message or "session busy")
+        warnings = [w for w in (destructive_warning(analysis), policy_warning) if w]
         session.pending = Pending(
-            command, session.last_seq + 1, session.buffer.total, time.monotonic()
+            command,
+            session.last_seq + 1,
+            session.buffer.total,
+            time.monotonic(),
+            analysis=analysis,
+            warning="; ".join(warnings) or None,
         )
         # A multi-line command is grouped so that the prompt (and marker) comes once.
         line = "{ " + command + "\n}" if "\n" in command.strip() else command.strip()
         session.write(line + "\n")
-        return policy_warning
+        return analysis
 
-    def check_typed(self, session: PtySession, text: str) -> None:
+    async def check_typed(self, session: PtySession, text: str) -> None:
         """Typed input forms commands when it reaches a shell: the launch gate checks it
         line by line then (a REPL's input is not a command)."""
 
@@ -545,10 +586,10 @@ class PtyManager:
             pending = session.pending
             if pending is None:
                 return True
-            deciders = analyze(pending.command).deciders
+            deciders = (pending.analysis or analyze(pending.command)).deciders
             return bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
 
-        self.runtime.launch.typed_input(
+        await self.runtime.launch.typed_input(
             text, at_shell=at_shell, session_id=session.id, cwd=session.cwd
         )
 
@@ -558,12 +599,14 @@ class PtyManager:
         session.touch()
         if session.pending is not None:
             return self._busy(session)
-        analysis = analyze(command)
         start = session.buffer.total
-        policy_warning = self.start_command(session, command)
-        warning = "; ".join(w for w in (destructive_warning(analysis), policy_warning) if w) or None
+        try:
+            analysis = await self.start_command(session, command)
+        except SessionBusy:
+            return self._busy(session)
         pending = session.pending
         assert pending is not None
+        warning = pending.warning
         try:
             marker = await asyncio.wait_for(asyncio.shield(pending.done), timeout or None)
         except TimeoutError:
@@ -614,7 +657,7 @@ class PtyManager:
     async def send(self, session: PtySession, text: str) -> None:
         session.touch()
         keys = encode_keys(text)
-        self.check_typed(session, keys)
+        await self.check_typed(session, keys)
         session.write(keys)
 
     async def expect(
@@ -632,7 +675,11 @@ class PtyManager:
         while True:
             text, dropped = session.text_between(start, session.buffer.total, raw)
             try:
-                hit = compiled.search(text, timeout=regex_timeout)
+                # In a worker thread: the regex module releases the GIL while it matches,
+                # so a slow pattern holds up this call only.
+                hit = await asyncio.to_thread(
+                    functools.partial(compiled.search, text, timeout=regex_timeout, concurrent=True)
+                )
             except TimeoutError:
                 raise InvalidInput(
                     "expect pattern took too long to evaluate; simplify it"

@@ -199,7 +199,7 @@ def register(mcp: FastMCP) -> None:
         """
         runtime = runtime_of(ctx)
         try:
-            page = read_output(
+            page = await read_output(
                 runtime.store,
                 output_handle,
                 stream=stream,
@@ -207,7 +207,7 @@ def register(mcp: FastMCP) -> None:
                 max_kb=max_kb,
                 pattern=pattern,
                 context=context,
-                regex_timeout=runtime.settings.regex_timeout_sec,
+                search_time_limit=runtime.settings.output_search_timeout_sec,
             )
         except UserError as exc:
             reply_to(exc)

@@ -27,13 +27,17 @@ def _manager(ctx: Context) -> PtyManager:
 
 
 def _result(
-    session: PtySession, outcome: RunOutcome, *, screen: bool, max_bytes: int
+    session: PtySession,
+    outcome: RunOutcome,
+    *,
+    max_bytes: int,
+    screen: tuple[str, tuple[int, int]] | None = None,
 ) -> PtyRunResult:
     capture = InlineCapture(max_bytes, clean=False)
     capture.feed(outcome.output.encode("utf-8"))
     capture.finish()
     inline = capture.render("\n[... {omitted} bytes omitted ...]\n")
-    rendered, cursor = session.render_screen() if screen else (None, None)
+    rendered, cursor = screen if screen else (None, None)
     verdict = outcome.verdict
     return PtyRunResult(
         session_id=session.id,
@@ -212,11 +216,11 @@ def register(mcp: FastMCP) -> None:
                     RunOutcome(
                         output="", blocked=True, message=reason, next_offset=session.read_offset
                     ),
-                    screen=screen,
                     max_bytes=max_bytes,
                 ),
             )
-        return _result(session, outcome, screen=screen, max_bytes=max_bytes)
+        rendered = await session.render_screen() if screen else None
+        return _result(session, outcome, screen=rendered, max_bytes=max_bytes)
 
     @mcp.tool(tags={"advanced"}, title="Close a PTY session", annotations=INTERACTIVE)
     async def terminal_pty_close(
