@@ -82,3 +82,25 @@ async def test_stderr_stays_quiet_at_the_default_log_level(tmp_path: Path) -> No
         await call_error(c, "terminal_rg", pattern="([")
     text = log.read_text()
     assert text == "", text
+
+
+def test_readme_inspector_line_uses_flags_fastmcp_has() -> None:
+    # The README's Inspector command turns auto-reload off (a reload ends every job and
+    # PTY session); each flag it passes must exist in the installed FastMCP CLI.
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    line = next(raw for raw in readme.splitlines() if "fastmcp dev inspector" in raw
+                and not raw.startswith("`"))
+    assert "--no-reload" in line and "npm_config_yes=true" in line
+    fastmcp = shutil.which("fastmcp", path=str(Path(sys.executable).parent))
+    if fastmcp is None:
+        pytest.skip("the fastmcp command is not installed next to this Python")
+    shown = subprocess.run([fastmcp, "dev", "inspector", "--help"], capture_output=True,
+                           text=True, timeout=120, env={"COLUMNS": "200", "PATH": ""})
+    assert shown.returncode == 0, shown.stderr
+    for flag in re.findall(r"(?<=\s)(--?[a-z][a-z-]*)", line.split("inspector", 1)[1]):
+        assert flag in shown.stdout, flag
