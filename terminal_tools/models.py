@@ -30,6 +30,33 @@ BLOCKED = "Refused by the server's policy (a rule or a switched-off tool); nothi
 REFUSAL = "Why nothing was started (with blocked=true: the policy's reason)."
 
 
+class EndedJob(Result):
+    """A background job that ended since its client last looked (announced once)."""
+
+    job_id: str
+    name: str | None
+    command: str = Field(description="The command line, cut to about 120 characters.")
+    status: Literal["exited"]
+    end_reason: EndReason | None = Field(description=END_REASON_DOC)
+    exit_code: int | None
+    semantic_status: SemanticStatus | None
+    semantic_message: str | None
+    runtime_ms: int
+    stdout_bytes: int
+    stderr_bytes: int
+    read_with: str | None = Field(
+        description="The call that reads its output; null when the job is no longer kept."
+    )
+
+
+def ended_jobs_field() -> list[EndedJob]:
+    return Field(
+        default_factory=list,
+        description="Background jobs of yours that ended since you last looked, each "
+        "announced once; empty when there are none.",
+    )
+
+
 class Limits(Result):
     """Resource limits for a command (applied with ulimit before it starts)."""
 
@@ -96,6 +123,7 @@ class ExecResult(Result):
     notes: list[str] = Field(
         default_factory=list, description="Remarks from the server (binary output, ...)."
     )
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class OutputMatch(Result):
@@ -124,6 +152,7 @@ class OutputPage(Result):
         "(continue from next_offset); null when it searched to the end.",
     )
     message: str | None = None
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class JobLogs(Result):
@@ -152,6 +181,7 @@ class JobLogs(Result):
     match: str | None = Field(None, description="The text that matched wait_for.")
     waited_ms: int = Field(0, description="Time spent waiting server-side.")
     notes: list[str] = Field(default_factory=list)
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class JobInfo(Result):
@@ -190,6 +220,7 @@ class JobStarted(Result):
     timeout_sec: float | None = Field(description="Deadline from start; null = none.")
     blocked: bool = Field(False, description=BLOCKED)
     error: str | None = Field(None, description=REFUSAL)
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
     @classmethod
     def refused(cls, reason: str, *, name: str | None, cwd: str | None) -> JobStarted:
@@ -225,6 +256,7 @@ class JobManaged(Result):
     bytes_written: int | None = None
     jobs: list[JobInfo] | None = None
     message: str | None = None
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class SearchMatch(Result):
@@ -258,6 +290,7 @@ class SearchResult(Result):
     elapsed_ms: int
     engine: Literal["ripgrep", "python"]
     root: str = Field(description="The directory (or file) searched.")
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class GlobResult(Result):
@@ -279,6 +312,7 @@ class GlobResult(Result):
     sort: Literal["mtime", "path"]
     engine: Literal["ripgrep", "python"]
     elapsed_ms: int
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class PtyOpened(Result):
@@ -291,6 +325,7 @@ class PtyOpened(Result):
     idle_timeout_sec: float | None = Field(description="The session closes after this long unused.")
     blocked: bool = Field(False, description=BLOCKED)
     error: str | None = Field(None, description=REFUSAL)
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
     @classmethod
     def refused(cls, reason: str, *, cwd: str | None, cols: int, rows: int) -> PtyOpened:
@@ -340,6 +375,7 @@ class PtyRunResult(Result):
     next_offset: int = Field(description="Byte offset of the session's output read so far.")
     warning: str | None = None
     message: str | None = None
+    ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
 class PtyClosed(Result):
@@ -347,3 +383,4 @@ class PtyClosed(Result):
     output: str = Field(description="Output since the last read.")
     exit_code: int | None = Field(description="The shell's exit status (negative: signal).")
     message: str | None = None
+    ended_jobs: list[EndedJob] = ended_jobs_field()

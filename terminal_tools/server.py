@@ -19,6 +19,7 @@ from .config import Settings
 from .core.runtime import Runtime
 from .tools import register_all
 from .tools.middleware import ArgumentErrors, InFlight, Scoping, quiet_refusals
+from .tools.notices import EndedJobsMiddleware
 
 INSTRUCTIONS = """\
 A terminal for agents. terminal_exec runs a command and waits (read semantic_status
@@ -63,6 +64,7 @@ def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastM
     mcp.add_middleware(_IN_FLIGHT[mcp])
     mcp.add_middleware(Scoping(settings))
     mcp.add_middleware(ArgumentErrors())
+    mcp.add_middleware(EndedJobsMiddleware())
     quiet_refusals()
     register_all(mcp)
     _register_server_info(mcp, settings)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from fastmcp import Client
 
-from .conftest import call, http_server_process
+from .conftest import call, call_error, http_server_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.stdio]
 
@@ -70,3 +70,19 @@ def test_non_loopback_bind_without_token_is_refused() -> None:
     )
     assert done.returncode == 2
     assert "without a token" in done.stderr
+
+
+async def test_each_http_session_hears_only_of_its_own_jobs(http_server: str) -> None:
+    import anyio
+
+    async with Client(http_server, auth=TOKEN, mode="legacy") as mine, \
+            Client(http_server, auth=TOKEN, mode="legacy") as other:
+        started = await call(mine, "terminal_job_start", command="true")
+        await anyio.sleep(0.5)
+        # Another session's results never carry it, whatever it calls.
+        assert (await call(other, "terminal_job_manage", action="list"))["ended_jobs"] == []
+        assert (await call(other, "terminal_glob", pattern="*.none"))["ended_jobs"] == []
+        await call_error(other, "terminal_job_logs", job_id=started["job_id"])
+        (notice,) = (await call(mine, "terminal_glob", pattern="*.none"))["ended_jobs"]
+        assert notice["job_id"] == started["job_id"] and notice["exit_code"] == 0
+        assert (await call(mine, "terminal_glob", pattern="*.none"))["ended_jobs"] == []

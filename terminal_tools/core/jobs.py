@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import signal
 import time
@@ -18,21 +19,29 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 import regex
 
 from ..config import Settings
 from ..errors import CapReached, InvalidInput, NotFound
-from ..models import EndReason, JobInfo, JobLogs, JobStatus
+from ..models import EndedJob, EndReason, JobInfo, JobLogs, JobStatus
 from . import owners
 from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
 from .launch import LaunchGate
+from .notices import EndNotices, clip_command
 from .processes import Limits, ManagedProcess, ProcessRegistry, SpawnSpec
 from .semantics import Verdict, classify_exit
 
+log = logging.getLogger(__name__)
+
 Progress = Callable[[float, str], Awaitable[None]]
+
+# What a job-event listener is told: "started", "ended" or "forgotten", and the job.
+JobEvent = Literal["started", "ended", "forgotten"]
+JobListener = Callable[[JobEvent, "Job"], None]
 
 _SCAN_PIECE = 1024 * 1024  # wait_for searches at most this much text at a time
 
@@ -74,6 +83,7 @@ class Job:
     timeout_sec: float | None
     ended_wall: float | None = None
     verdict: Verdict | None = None
+    end_seen: bool = False  # a reply has shown this job's end to its client
     # The last signal a terminal_job_manage action sent, and whether the job ended while
     # the server was shutting down: both decide end_reason.
     requested_signal: int | None = None
@@ -188,6 +198,26 @@ class JobManager:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._watchers: set[asyncio.Task[None]] = set()
         self.shutting_down = False
+        self.notices = EndNotices()
+        self._listeners: list[JobListener] = []
+
+    def add_listener(self, listener: JobListener) -> Callable[[], None]:
+        """Call ``listener`` (synchronously, on the event loop) when a job starts, ends
+        or is forgotten; returns the function that removes it."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    def _emit(self, event: JobEvent, job: Job) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event, job)
+            except Exception:  # one broken listener must not stop the others
+                log.exception("job listener failed on %s %s", event, job.id)
 
     # -- creation --------------------------------------------------------------------------
 
@@ -255,7 +285,10 @@ class JobManager:
         return job
 
     def adopt(
-        self, plan: CommandPlan, process: ManagedProcess, timeout_sec: float | None
+        self,
+        plan: CommandPlan,
+        process: ManagedProcess,
+        timeout_sec: float | None,
     ) -> Job | None:
         """Take over a running command; ``None`` when the job cap leaves no room."""
         self.prune()
@@ -281,6 +314,7 @@ class JobManager:
         watcher = asyncio.ensure_future(self._watch(job))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
+        self._emit("started", job)
         return job
 
     async def _watch(self, job: Job) -> None:
@@ -303,7 +337,42 @@ class JobManager:
             status=job.status,
             end_reason=job.end_reason,
         )
+        if not job.end_seen:
+            self.notices.add(job.scope, job.id, lambda: self.notice_of(job))
+        self._emit("ended", job)
         self.prune()
+
+    # -- notices of ended jobs -----------------------------------------------------------------
+
+    def saw_end(self, job: Job) -> None:
+        """A reply to the job's own client showed its end: never announce it."""
+        if not job.process.done.is_set() or job.scope != owners.current():
+            return
+        job.end_seen = True
+        self.notices.discard(job.scope, job.id)
+
+    def notice_of(self, job: Job) -> EndedJob:
+        process = job.process
+        verdict = job.verdict or self.verdict(job)
+        kept = self._jobs.get(job.id) is job
+        return EndedJob(
+            job_id=job.id,
+            name=job.name,
+            command=clip_command(job.plan.command),
+            status="exited",
+            end_reason=job.end_reason,
+            exit_code=job.exit_code,
+            semantic_status=verdict.status,
+            semantic_message=verdict.message,
+            runtime_ms=process.runtime_ms,
+            stdout_bytes=process.stdout.total,
+            stderr_bytes=process.stderr.total if process.stderr else 0,
+            read_with=f"terminal_job_logs(job_id='{job.id}', tail=true)" if kept else None,
+        )
+
+    def take_notices(self) -> list[EndedJob]:
+        """The ended-job notices due to the current call's client, once."""
+        return self.notices.take(owners.current())
 
     def verdict(self, job: Job) -> Verdict:
         process = job.process
@@ -352,13 +421,17 @@ class JobManager:
 
     def list(self) -> list[JobInfo]:
         self.prune()
-        return [job.info() for job in self._visible()]
+        visible = self._visible()
+        for job in visible:
+            self.saw_end(job)
+        return [job.info() for job in visible]
 
     def forget(self, job: Job) -> None:
         if job.status == "running":
             raise InvalidInput(
                 f"job {job.id} is still running: stop it first (action signal_term or signal_kill)"
             )
+        self.saw_end(job)
         self._drop(job)
 
     def prune(self) -> None:
@@ -374,10 +447,12 @@ class JobManager:
             self._drop(job)
 
     def _drop(self, job: Job) -> None:
-        self._jobs.pop(job.id, None)
+        if self._jobs.pop(job.id, None) is None:
+            return
         job.process.stdout.release()
         if job.process.stderr is not None:
             job.process.stderr.release()
+        self._emit("forgotten", job)
 
     def begin_shutdown(self) -> None:
         """Jobs that end from now on were ended by the server stopping."""
@@ -454,6 +529,8 @@ class JobManager:
         verdict = job.verdict if done else None
         if done and verdict is None:
             verdict = self.verdict(job)
+        if done:
+            self.saw_end(job)
         return JobLogs(
             job_id=job.id,
             name=job.name,
@@ -560,6 +637,8 @@ class JobManager:
         exited = await job.process.wait_done(self.settings.kill_grace_sec)
         if exited and signum in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP):
             job.process.killed_by_request = True
+        if exited:
+            self.saw_end(job)
         self.audit.record(
             "signal",
             tool="terminal_job_manage",

@@ -155,7 +155,7 @@ def register(mcp: FastMCP) -> None:
                 outcome = await asyncio.to_thread(search_python, request)
         except UserError as exc:
             reply_to(exc)
-        return structured(payload_of(SearchResult, outcome, root=root))
+        return structured(payload_of(SearchResult, outcome, root=root, ended_jobs=[]))
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)
     async def terminal_glob(
