@@ -132,8 +132,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     os.environ.setdefault("FASTMCP_LOG_LEVEL", settings.log_level.upper())
 
+    from .core.processes import claim_whole_process
     from .server import build_server
 
+    claim_whole_process()  # every child of this process is the server's
     _install_signal_handlers()
     if settings.transport == "stdio":
         _run_stdio(settings, build_server)

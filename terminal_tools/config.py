@@ -18,6 +18,7 @@ ENV_PREFIX = "TERMINAL_TOOLS_"
 Transport = Literal["stdio", "http"]
 ToolSelection = Literal["basic", "advanced", "all"]
 SearchEngine = Literal["auto", "ripgrep", "python"]
+ContainmentSetting = Literal["auto", "subreaper", "marks"]
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -115,6 +116,13 @@ class Settings:
         "stdio: after stdin closes, how long requests already read may still run (and be "
         "answered) before the server exits.",
         unit="s",
+    )
+    containment: ContainmentSetting = _setting(
+        "auto",
+        "How the processes a command starts are held so that none outlives it: `auto` (a "
+        "cgroup v2 per command where the server may create one, else child subreapers on "
+        "Linux, else process trees and owner marks), `subreaper` or `marks` (a weaker net "
+        "on purpose). server-info reports the one in use and why.",
     )
     drain_grace_sec: float = _setting(
         0.5,
@@ -283,6 +291,7 @@ def _parse(f: dataclasses.Field[Any], raw: str) -> Any:
         "Transport": Transport,
         "ToolSelection": ToolSelection,
         "SearchEngine": SearchEngine,
+        "ContainmentSetting": ContainmentSetting,
     }.get(kind)
     if literal is not None and raw not in get_args(literal):
         raise ValueError(f"{name}: expected one of {', '.join(get_args(literal))}, got {raw!r}")

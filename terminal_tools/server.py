@@ -146,6 +146,12 @@ def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:
                 "audit_log": settings.audit_log,
                 "redacted_variables": runtime.redactor.names,
                 "watchdog_pid": runtime.registry.watchdog_pid,
+                "watchdog_restarts": runtime.registry.watchdog_restarts,
+                "watchdog_error": runtime.registry.watchdog_error,
+                "containment": {
+                    "kind": runtime.registry.containment.kind,
+                    "detail": runtime.registry.containment.detail,
+                },
             }
         )
     return info

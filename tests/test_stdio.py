@@ -153,13 +153,15 @@ async def test_server_exits_on_sigterm_even_if_its_cleanup_hangs() -> None:
 async def test_restarted_server_reaps_processes_of_a_crashed_predecessor(tmp_path: Path) -> None:
     # A predecessor whose watchdog also died (the worst case): its marked children remain
     # until the next server starts and reaps them. Both use a private state folder, so no
-    # other server starting on the machine meanwhile can reap them first.
+    # other server starting on the machine meanwhile can reap them first. The server is
+    # stopped first, or it would start a new watchdog when the first one dies.
     mark = new_mark()
     private = {"TERMINAL_TOOLS_STATE_DIR": str(tmp_path / "state")}
     proc = _start_raw_server(env=private)
     try:
         _handshake(proc)
         _start_jobs(proc, mark, 1)
+        proc.send_signal(signal.SIGSTOP)
         for child in __import__("psutil").Process(proc.pid).children(recursive=True):
             if "watchdog.py" in " ".join(child.cmdline()):
                 child.kill()

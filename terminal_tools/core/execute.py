@@ -21,7 +21,7 @@ from .audit import elapsed_ms
 from .buffers import StreamBuffer
 from .commands import CommandPlan
 from .inline import InlineCapture, InlineText
-from .processes import Limits, ManagedProcess, SpawnSpec
+from .processes import Limits, ManagedProcess, SpawnSpec, describe_ended
 from .runtime import Runtime
 from .semantics import Verdict, classify_exit
 
@@ -282,10 +282,11 @@ def _envelope(
             "(the inline head and tail are complete); redirect large output to a "
             "file"
         )
-    if process.leftovers_killed:
+    if process.leftovers:
         notes.append(
-            f"ended {process.leftovers_killed} background process(es) the command "
-            "left running; start long-running services with terminal_job_start"
+            f"ended {len(process.leftovers)} process(es) the command left running when it "
+            f"exited: {describe_ended(process.leftovers)}. A command's processes end with "
+            "it; start long-running services with terminal_job_start"
         )
     if job_id is not None:
         exit_code = None

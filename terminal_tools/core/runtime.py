@@ -82,6 +82,7 @@ class Runtime:
             budget=self.budget,
             kill_grace=settings.kill_grace_sec,
             drain_grace=settings.drain_grace_sec,
+            containment=settings.containment,
         )
         self.store = OutputStore(settings.store_max_bytes, settings.store_ttl_sec)
         self.launch = LaunchGate(

@@ -34,6 +34,7 @@ import regex
 from wcmatch import glob as wcglob
 
 from ..errors import InvalidInput, printable
+from .processes import forget_child, spawning
 
 Engine = Literal["ripgrep", "python"]
 
@@ -318,16 +319,19 @@ def _in_path_order(outcome: SearchOutcome) -> None:
 
 async def _spawn_rg(argv: list[str], cwd: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     # A JSON line holds a whole matched line: minified files need a large reader limit.
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        limit=16 * 1024 * 1024,
-    )
+    with spawning() as register:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=16 * 1024 * 1024,
+        )
+        register(process.pid)
+    return process
 
 
 async def _stop(process: asyncio.subprocess.Process, *, early: bool) -> None:
@@ -338,6 +342,7 @@ async def _stop(process: asyncio.subprocess.Process, *, early: bool) -> None:
             process.kill()
     with contextlib.suppress(Exception):
         await process.wait()
+    forget_child(process.pid)
 
 
 async def _read_stderr(process: asyncio.subprocess.Process) -> str:
