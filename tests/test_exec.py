@@ -179,8 +179,10 @@ async def test_hundred_mib_stays_bounded_and_says_what_was_not_kept(client: Clie
     import psutil
 
     before = psutil.Process().memory_info().rss
+    # On a loaded machine 100 MiB can take longer than the promotion budget: keep it in
+    # the foreground (the promise is about memory and counting, not speed).
     result = await call(client, "terminal_exec", command="head -c 104857600 /dev/zero",
-                        max_output_kb=4)
+                        max_output_kb=4, auto_background_after_sec=0, timeout_sec=600)
     after = psutil.Process().memory_info().rss
     assert result["stdout_bytes"] == 104857600
     assert result["output_dropped_bytes"] > 0
