@@ -142,6 +142,11 @@ class OutputPage(Result):
     eof: bool = Field(description="True when next_offset is the end of the stream.")
     expired: bool = Field(description="True when the handle is unknown, expired or evicted.")
     total_bytes: int = Field(description="Size of the stored stream in bytes.")
+    other_stream_bytes: int = Field(
+        0,
+        description="Size of the handle's other stream (stderr when reading stdout, and the "
+        "reverse): > 0 means read it too with stream=.",
+    )
     truncated_bytes_dropped: int = Field(0, description="Bytes skipped because they were not kept.")
     matches: list[OutputMatch] | None = Field(
         None, description="Matching lines when `pattern` was given."
@@ -271,6 +276,11 @@ class SearchMatch(Result):
     )
 
 
+class FileCount(Result):
+    path: str
+    count: int = Field(description="Matching lines in this file (among those returned).")
+
+
 class SearchResult(Result):
     matches: list[SearchMatch] = Field(description="Matching lines, by path, then line.")
     files: list[str] = Field(description="Files with a match, by path (files_with_matches only).")
@@ -290,6 +300,11 @@ class SearchResult(Result):
     elapsed_ms: int
     engine: Literal["ripgrep", "python"]
     root: str = Field(description="The directory (or file) searched.")
+    counts: list[FileCount] | None = Field(
+        None,
+        description="With extra_args=['-c']: matching lines per file, by path, counted from "
+        "the matches returned (a lower bound when truncated is set).",
+    )
     ended_jobs: list[EndedJob] = ended_jobs_field()
 
 
@@ -362,9 +377,19 @@ class PtyRunResult(Result):
         description="The wait ended before the command (or expect) did; the command keeps running."
     )
     running: bool = Field(description="A command is still running in the session.")
+    prompt_after: bool = Field(
+        description="The shell's prompt came back: no command is running (the opposite of running)."
+    )
+    bytes_sent: int | None = Field(
+        None, description="raw_send: bytes written to the terminal (after {Key} names)."
+    )
     busy: bool = Field(False, description="Refused: another command is running (see message).")
     blocked: bool = Field(False, description=BLOCKED)
-    error: str | None = Field(None, description="With blocked=true: the policy's reason.")
+    error: str | None = Field(
+        None,
+        description="Why the call was refused: the policy's reason (blocked=true), or "
+        "'session busy: ...' with what to do (busy=true).",
+    )
     more: bool = Field(False, description="read_only: output was still arriving.")
     matched: bool | None = Field(None, description="expect: whether the pattern matched.")
     match: str | None = Field(None, description="expect: the text that matched.")

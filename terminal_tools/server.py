@@ -140,6 +140,7 @@ def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:
                 if runtime.ripgrep is None or settings.search_engine == "python"
                 else "ripgrep",
                 "ripgrep": runtime.ripgrep,
+                "children_rg": runtime.children_rg,
                 "default_workdir": runtime.default_workdir(),
                 "running_jobs": len(runtime.jobs.running),
                 "policy": runtime.policy.summary(),

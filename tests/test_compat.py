@@ -244,6 +244,177 @@ async def test_glob_past_max_results_is_truncated(agent: Client) -> None:
     assert result["truncated"] and len(result["paths"]) == 1 and result["count"] > 1
 
 
+
+async def test_rg_extra_args_multiline(agent: Client) -> None:
+    result = await call(agent, "terminal_rg", pattern=r"def\s+\w+\(.*\n.*\n", path="src",
+                        extra_args=["--multiline"])
+    assert {m["line"] for m in result["matches"]} >= {4, 5, 9, 10}
+
+
+async def test_rg_extra_args_line_numbers_are_always_there(agent: Client) -> None:
+    result = await call(agent, "terminal_rg", pattern=r"\b(TODO|FIXME|XXX)\b", path=".",
+                        extra_args=["-n"])
+    assert [(m["path"], m["line"]) for m in result["matches"]] == [("src/app.py", 5),
+                                                                   ("src/notes.txt", 1)]
+
+
+async def test_rg_extra_args_count_word_and_fixed(agent: Client, project: Path) -> None:
+    (project / "words.txt").write_text("cat\ncatalog\ncat cat\na.b\naxb\n")
+    counted = await call(agent, "terminal_rg", pattern="TODO", extra_args=["-c"])
+    assert counted["counts"] == [{"path": "src/app.py", "count": 1},
+                                 {"path": "src/notes.txt", "count": 1}]
+    word = await call(agent, "terminal_rg", pattern="cat", path="words.txt", extra_args=["-w"])
+    assert [m["line"] for m in word["matches"]] == [1, 3]
+    fixed = await call(agent, "terminal_rg", pattern="a.b", path="words.txt",
+                       extra_args=["-F", "-w"])
+    assert [m["line"] for m in fixed["matches"]] == [4]
+    files = await call(agent, "terminal_rg", pattern="version", extra_args=["-l", "-g",
+                                                                            "*.toml"])
+    assert files["files"] == ["pyproject.toml"] and files["counts"] is None
+
+
+async def test_rg_extra_args_that_could_run_programs_are_refused(agent: Client) -> None:
+    error = await call_error(agent, "terminal_rg", pattern="x", extra_args=["--pre=sh"])
+    assert "--pre=sh" in error and "terminal_exec" in error
+
+
+async def test_rg_is_on_the_commands_path(agent: Client) -> None:
+    # The skills recommend rg inside commands; the server ships one.
+    result = await call(agent, "terminal_exec", command="rg -c TODO src/app.py")
+    assert result["exit_code"] == 0 and result["stdout"] == "1\n"
+    info = json.loads((await agent.read_resource("terminal://server-info"))[0].text)
+    assert info["children_rg"]
+
+
+async def test_bundled_rg_goes_at_the_end_of_path_and_a_users_rg_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from terminal_tools.core.search import find_ripgrep
+
+    bundled = find_ripgrep()
+    if bundled is None:
+        pytest.skip("no rg at all")
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "true").symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(bare))
+    async with make_client() as c:
+        info = json.loads((await c.read_resource("terminal://server-info"))[0].text)
+        result = await call(c, "terminal_exec", command="echo \"$PATH\"", shell="/bin/bash")
+    assert info["children_rg"].startswith("bundled")
+    assert result["stdout"].strip() == f"{bare}{os.pathsep}{os.path.dirname(bundled)}"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "rg").write_text("#!/bin/sh\necho mine\n")
+    (mine / "rg").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{mine}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    async with make_client() as c:
+        info = json.loads((await c.read_resource("terminal://server-info"))[0].text)
+        result = await call(c, "terminal_exec", command="rg anything")
+    assert info["children_rg"] == f"on PATH: {mine / 'rg'}"
+    assert result["stdout"] == "mine\n"
+
+
+# -- PTY sessions: terminal-tools-pty-sessions ---------------------------------------------
+
+
+async def pty(client: Client, session_id: str, **arguments: object) -> dict:
+    return await call(client, "terminal_pty_run", session_id=session_id, **arguments)
+
+
+async def test_pty_default_mode_returns_prompt_after(agent: Client) -> None:
+    sid = (await call(agent, "terminal_pty_open", cwd="/"))["session_id"]
+    await pty(agent, sid, command="cd /var/log" if os.path.isdir("/var/log") else "cd /tmp")
+    result = await pty(agent, sid, command="ls -la")
+    assert result["prompt_after"] is True and result["output"] and result["exit_code"] == 0
+    await call(agent, "terminal_pty_close", session_id=sid)
+
+
+async def test_pty_raw_send_true_then_read_only(agent: Client) -> None:
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    started = await pty(agent, sid, command="python3 -q", expect=r">>>\s*$", timeout_sec=30)
+    assert started["matched"] is True
+    sent = await pty(agent, sid, command="print('hi')\n", raw_send=True)
+    assert sent["bytes_sent"] == 12 and sent["output"] == ""
+    drained = await pty(agent, sid, read_only=True, timeout_sec=2)
+    assert "hi\r\n" in drained["output"] or "hi\n" in drained["output"]
+    assert drained["more"] is False
+    await call(agent, "terminal_pty_close", session_id=sid, force=True)
+
+
+async def test_pty_python_repl_walkthrough(agent: Client) -> None:
+    # The skill's REPL example, call for call. It types "x = 42" without a newline and
+    # then "print(x*x)\n": raw_send=true types exactly what it is given, so the REPL
+    # reads one line, "x = 42print(x*x)", as a terminal would have it.
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    await pty(agent, sid, command="python3", expect=r">>>\s*$")
+    assert (await pty(agent, sid, command="x = 42", raw_send=True))["bytes_sent"] == 6
+    await pty(agent, sid, command="print(x*x)\n", raw_send=True)
+    result = await pty(agent, sid, read_only=True)
+    assert "x = 42print(x*x)" in result["output"] and "SyntaxError" in result["output"]
+    # With the newline the skill meant, the answer is there.
+    await pty(agent, sid, command="x = 42\n", raw_send=True)
+    await pty(agent, sid, command="print(x*x)\n", raw_send=True)
+    answer = await pty(agent, sid, expect="1764")
+    assert answer["matched"] is True
+    await pty(agent, sid, command="exit()", raw_send=True)
+    await call(agent, "terminal_pty_close", session_id=sid, force=True)
+
+
+async def test_pty_password_prompt_shape(agent: Client) -> None:
+    # The sudo example's shape (no password-protected sudo here): expect the prompt,
+    # answer with raw_send=true, read the result.
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    asked = await pty(agent, sid, command="read -s -p 'Password: ' pw && echo got ${#pw}",
+                      expect=r"[Pp]assword:")
+    assert asked["matched"] is True and asked["prompt_after"] is False
+    await pty(agent, sid, command="s3cret\n", raw_send=True)
+    result = await pty(agent, sid, read_only=True, timeout_sec=5)
+    assert "got 6" in result["output"] and result["prompt_after"] is True
+    await call(agent, "terminal_pty_close", session_id=sid)
+
+
+async def test_pty_string_raw_send_keeps_named_keys(agent: Client) -> None:
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    sent = await pty(agent, sid, raw_send="echo keys{Enter}")
+    assert sent["bytes_sent"] == len("echo keys\r")
+    result = await pty(agent, sid, read_only=True, timeout_sec=2)
+    assert "keys" in result["output"]
+    verbatim = await pty(agent, sid, command="echo '{Enter}'\n", raw_send=True)
+    assert verbatim["bytes_sent"] == len("echo '{Enter}'\n")
+    result = await pty(agent, sid, read_only=True, timeout_sec=2)
+    assert "{Enter}" in result["output"]
+    error = await call_error(agent, "terminal_pty_run", session_id=sid, raw_send=True)
+    assert "command" in error
+    await call(agent, "terminal_pty_close", session_id=sid)
+
+
+async def test_pty_busy_is_an_error_that_says_session_busy(agent: Client) -> None:
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    await pty(agent, sid, command="sleep 5", timeout_sec=0.2)
+    busy = await pty(agent, sid, command="echo hi")
+    assert busy["busy"] is True and busy["error"].startswith("session busy: ")
+    assert "Ctrl-C" in busy["error"] and busy["prompt_after"] is False
+    await call(agent, "terminal_pty_close", session_id=sid, force=True)
+
+
+async def test_pty_cap_error_says_cap_reached() -> None:
+    async with make_client(max_pty_sessions=1) as c:
+        await call(c, "terminal_pty_open")
+        error = await call_error(c, "terminal_pty_open")
+    assert "PTY cap reached" in error
+
+
+async def test_pty_first_run_noop_and_drain(agent: Client) -> None:
+    # troubleshooting: "a noop command (terminal_pty_run(sid, command="true"))" and a drain.
+    sid = (await call(agent, "terminal_pty_open"))["session_id"]
+    drained = await pty(agent, sid, read_only=True, timeout_sec=2)
+    assert "output" in drained
+    noop = await pty(agent, sid, command="true")
+    assert noop["exit_code"] == 0 and noop["prompt_after"] is True
+    await call(agent, "terminal_pty_close", session_id=sid)
+
+
 # -- foundations: terminal-tools-foundations and its exit-code reference ------------------
 
 
@@ -258,3 +429,113 @@ async def test_shell_kind_is_null_when_nothing_started(agent: Client) -> None:
     result = await call(agent, "terminal_exec", command="no-such-program-here --x")
     assert result["exit_code"] is None and result["pid"] is None and result["error"]
     assert result["shell_kind"] is None and result["semantic_status"] == "error"
+
+
+
+async def test_files_are_read_written_and_edited_through_exec(agent: Client) -> None:
+    wrote = await call(agent, "terminal_exec",
+                       command="cat > notes.md <<'EOF'\nfirst line\nsecond line\nEOF")
+    assert wrote["semantic_status"] == "ok" and wrote["auto_shell"] is True
+    await call(agent, "terminal_exec", command="sed -i 's/second/2nd/' notes.md")
+    read = await call(agent, "terminal_exec", command="cat notes.md")
+    assert read["stdout"] == "first line\n2nd line\n" and read["shell_kind"] == "direct"
+
+
+async def test_the_envelope_has_every_field_the_skill_lists(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="ls -la")
+    for name in ("exit_code", "stdout", "stderr", "stdout_truncated_bytes",
+                 "stderr_truncated_bytes", "runtime_ms", "pid", "output_handle", "timed_out",
+                 "semantic_status", "semantic_message", "warning", "auto_backgrounded",
+                 "job_id", "shell_kind"):
+        assert name in result, name
+    assert result["semantic_status"] == "ok" and result["exit_code"] == 0
+
+
+async def test_pipelines_route_through_bash(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="ps aux | sort -k3 -rn | head -40")
+    assert result["exit_code"] == 0 and result["auto_shell"] is True and result["stdout"]
+    explicit = await call(agent, "terminal_exec", command="set -e; true; echo fine", shell=True)
+    assert explicit["stdout"] == "fine\n" and explicit["shell_kind"] == "bash"
+
+
+async def test_zsh_is_refused(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="echo hi", shell="/bin/zsh")
+    assert result["error"] and "zsh" in result["error"] and result["exit_code"] is None
+
+
+async def test_grep_exit_1_is_ok_with_a_message(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="grep nomatch pyproject.toml")
+    assert result["exit_code"] == 1 and result["semantic_status"] == "ok"
+    assert result["semantic_message"] == "No matches found"
+    for command in ("diff pyproject.toml setup.cfg", "test -e nothing-here"):
+        other = await call(agent, "terminal_exec", command=command)
+        assert other["exit_code"] == 1 and other["semantic_status"] == "ok", command
+
+
+async def test_destructive_warning_and_the_command_still_ran(agent: Client, project: Path) -> None:
+    (project / "junk").mkdir()
+    result = await call(agent, "terminal_exec", command="rm -rf junk")
+    assert result["warning"] and result["exit_code"] == 0 and not (project / "junk").exists()
+
+
+async def test_a_signal_is_a_negative_exit_code(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="python3 -c 'import os; os.kill(os.getpid(), 9)'")
+    assert result["exit_code"] == -9 and result["semantic_status"] == "signal"
+
+
+async def test_pure_foreground_with_auto_background_after_sec_0(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="sleep 0.5", auto_background_after_sec=0)
+    assert result["auto_backgrounded"] is False and result["exit_code"] == 0
+
+
+async def test_auto_promotion_then_wait_until_exit(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", command="bash -c 'echo a; sleep 1; echo b'",
+                        auto_background_after_sec=0.3)
+    assert result["auto_backgrounded"] is True and result["exit_code"] is None
+    page = await call(agent, "terminal_job_logs", job_id=result["job_id"], since_offset=0,
+                      wait_until_exit=True, wait_timeout_sec=60)
+    assert page["status"] == "exited" and page["data"] == "a\nb\n" and page["exit_code"] == 0
+
+
+async def test_output_get_pages_the_stream_that_was_cut(agent: Client) -> None:
+    # Only stderr overflows: the skill's plain call must page stderr, and say stdout's size.
+    result = await call(agent, "terminal_exec", max_output_kb=1,
+                        command="python3 -c \"import sys; print('out'); "
+                                "sys.stderr.write('e' * 5000)\"")
+    assert result["stderr_truncated_bytes"] > 0 and result["stdout_truncated_bytes"] == 0
+    page = await call(agent, "terminal_output_get", output_handle=result["output_handle"],
+                      since_offset=0, max_kb=64)
+    assert {"data", "offset", "next_offset", "eof", "expired"} <= page.keys()
+    assert page["stream"] == "stderr" and page["data"] == "e" * 5000 and page["eof"]
+    assert page["other_stream_bytes"] == 4
+    stdout = await call(agent, "terminal_output_get", output_handle=result["output_handle"],
+                        stream="stdout")
+    assert stdout["data"] == "out\n" and stdout["other_stream_bytes"] == 5000
+
+
+async def test_output_get_defaults_to_stdout_when_both_were_cut(agent: Client) -> None:
+    result = await call(agent, "terminal_exec", max_output_kb=1,
+                        command="python3 -c \"import sys; print('o' * 3000); "
+                                "sys.stderr.write('e' * 2000)\"")
+    assert result["stdout_truncated_bytes"] > 0 and result["stderr_truncated_bytes"] > 0
+    page = await call(agent, "terminal_output_get", output_handle=result["output_handle"],
+                      since_offset=0)
+    assert page["stream"] == "stdout" and page["other_stream_bytes"] == 2000
+
+
+# -- troubleshooting: terminal-tools-troubleshooting ---------------------------------------
+
+
+async def test_expired_handle_says_expired(agent: Client) -> None:
+    page = await call(agent, "terminal_output_get", output_handle="out_0000000000000000",
+                      since_offset=0)
+    assert page["expired"] is True
+
+
+async def test_exit_code_null_cases(agent: Client) -> None:
+    missing = await call(agent, "terminal_exec", command="definitely-not-a-command")
+    assert missing["exit_code"] is None and missing["error"] and missing["pid"] is None
+    job = await call(agent, "terminal_job_start", command="sleep 300")
+    page = await call(agent, "terminal_job_logs", job_id=job["job_id"])
+    assert page["status"] == "running" and page["exit_code"] is None
+    await call(agent, "terminal_job_manage", action="signal_kill", job_id=job["job_id"])

@@ -245,11 +245,11 @@ def _finished(
 ) -> ExecResult:
     for capture in captures.values():
         capture.finish()
-    needs_handle = any(c.total > c.limit or c.looks_binary() for c in captures.values())
+    cut = tuple(name for name, c in captures.items() if c.total > c.limit or c.looks_binary())
     buffers: dict[str, StreamBuffer] = {"stdout": process.stdout}
     if process.stderr is not None:
         buffers["stderr"] = process.stderr
-    handle = runtime.store.put(buffers) if needs_handle else None
+    handle = runtime.store.put(buffers, cut) if cut else None
     texts = {name: capture.render(_marker(handle, name)) for name, capture in captures.items()}
     result = _envelope(plan, process, texts, handle=handle, job_id=None, timeout=timeout)
     if handle is None:

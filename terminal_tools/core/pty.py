@@ -125,6 +125,8 @@ class PtyRequest:
 
     command: str | None = None
     raw_send: str | None = None
+    # raw_send is typed exactly as given ({Enter} and the like stay text).
+    verbatim: bool = False
     expect: str | None = None
     read_only: bool = False
     timeout: float = 30.0
@@ -150,6 +152,7 @@ class RunOutcome:
     message: str | None = None
     next_offset: int = 0
     dropped: int = 0
+    bytes_sent: int | None = None  # raw_send: bytes written to the terminal
 
 
 class PtySession:
@@ -366,7 +369,7 @@ class PtyManager:
             or "none of yours"
         )
         return (
-            f"too many PTY sessions ({self.settings.max_pty_sessions}, the "
+            f"PTY cap reached: too many PTY sessions ({self.settings.max_pty_sessions}, the "
             f"max_pty_sessions setting); close one with terminal_pty_close. Open: {listing}"
         )
 
@@ -542,14 +545,17 @@ class PtyManager:
                 await self.start_command(session, command)
             else:
                 await self.send(session, command + "{Enter}")
-        elif raw_send is not None:
-            await self.send(session, raw_send)
+        sent = None
+        if command is None and raw_send is not None:
+            sent = await self.send(session, raw_send, keys=not request.verbatim)
         if expect is not None:
-            return await self.expect(
+            outcome = await self.expect(
                 session, expect, timeout=timeout, raw=raw, regex_timeout=request.regex_timeout
             )
+            outcome.bytes_sent = sent
+            return outcome
         if command is not None or raw_send is not None:
-            return RunOutcome(output="", next_offset=session.read_offset)
+            return RunOutcome(output="", next_offset=session.read_offset, bytes_sent=sent)
         return await self.read(session, timeout=timeout, raw=raw)
 
     async def start_command(self, session: PtySession, command: str) -> Analysis:
@@ -654,11 +660,14 @@ class PtyManager:
             ),
         )
 
-    async def send(self, session: PtySession, text: str) -> None:
+    async def send(self, session: PtySession, text: str, *, keys: bool = True) -> int:
+        """Type ``text`` (``{Enter}``-style names turned into keys unless ``keys`` is
+        false, then exactly as given); returns the bytes written."""
         session.touch()
-        keys = encode_keys(text)
-        await self.check_typed(session, keys)
-        session.write(keys)
+        typed = encode_keys(text) if keys else text
+        await self.check_typed(session, typed)
+        session.write(typed)
+        return len(typed.encode("utf-8"))
 
     async def expect(
         self, session: PtySession, pattern: str, *, timeout: float, raw: bool, regex_timeout: float

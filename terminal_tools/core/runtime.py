@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -67,7 +68,9 @@ class Runtime:
         self.user_shell = detect_user_shell()
         if settings.login_path:
             self._capture_login_path()
-        self.ripgrep = find_ripgrep() if settings.search_engine != "python" else None
+        bundled_rg = find_ripgrep()
+        self.ripgrep = bundled_rg if settings.search_engine != "python" else None
+        self.children_rg = self._offer_ripgrep(bundled_rg)
         self.policy = Policy.load(settings.policy) if settings.policy else Policy()
         self._secret_patterns = settings.secret_env_patterns.split(",")
         self._base_secrets = (
@@ -109,6 +112,20 @@ class Runtime:
             self.path_source = f"login shell ({shell})"
         else:
             log.warning("could not read PATH from the login shell %s; keeping the server's", shell)
+
+    def _offer_ripgrep(self, rg: str | None) -> str:
+        """Commands may call ``rg`` (the skills recommend it): when the children's PATH
+        has none, append the folder of the rg the server found. Appended, so that any
+        rg the user installs later on PATH still comes first. Says what happened."""
+        path = self.base_env.get("PATH", "")
+        own = shutil.which("rg", path=path)
+        if own:
+            return f"on PATH: {own}"
+        if rg is None:
+            return "none: no rg on PATH and none bundled"
+        folder = os.path.dirname(rg)
+        self.base_env["PATH"] = f"{path}{os.pathsep}{folder}" if path else folder
+        return f"bundled, appended to the end of PATH: {rg}"
 
     @property
     def ptys(self) -> PtyManager:

@@ -25,6 +25,16 @@ class StoredOutput:
     size: int
     last_access: float = field(default=0.0)
     scope: str | None = field(default_factory=owners.current)  # who may see it (owners.py)
+    # The streams that did not fit inline (or looked binary): what the agent came for.
+    cut: tuple[str, ...] = ()
+
+    def default_stream(self) -> str:
+        """The stream a read without ``stream`` means: the one that was cut (stdout when
+        both were, or when neither was recorded)."""
+        for name in ("stdout", "stderr"):
+            if name in self.cut and name in self.streams:
+                return name
+        return "stdout"
 
     def release(self) -> None:
         for buffer in self.streams.values():
@@ -53,10 +63,10 @@ class OutputStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, streams: dict[str, StreamBuffer]) -> str:
+    def put(self, streams: dict[str, StreamBuffer], cut: tuple[str, ...] = ()) -> str:
         handle = "out_" + secrets.token_hex(8)
         size = sum(buffer.retained_bytes for buffer in streams.values())
-        entry = StoredOutput(handle, streams, size, self._clock())
+        entry = StoredOutput(handle, streams, size, self._clock(), cut=cut)
         with self._lock:
             self._expire()
             # Make room; an entry larger than the whole cap is still kept (alone), so the

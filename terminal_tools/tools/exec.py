@@ -172,8 +172,14 @@ def register(mcp: FastMCP) -> None:
         ] = 0,
         max_kb: Annotated[int, Field(ge=1, le=8192, description="Page size in KiB.")] = 64,
         stream: Annotated[
-            Literal["stdout", "stderr"], Field(description=("Which stream of the command to read."))
-        ] = "stdout",
+            Literal["stdout", "stderr"] | None,
+            Field(
+                description=(
+                    "Which stream of the command to read. Default: the one that did not fit "
+                    "inline (stdout when both did not)."
+                )
+            ),
+        ] = None,
         pattern: Annotated[
             str | None,
             Field(
@@ -198,11 +204,13 @@ def register(mcp: FastMCP) -> None:
         instead of paging it. Handles expire 300 s after their last use (see expired).
         """
         runtime = runtime_of(ctx)
+        entry = runtime.store.get(output_handle)
+        chosen = stream or (entry.default_stream() if entry else "stdout")
         try:
             page = await read_output(
                 runtime.store,
                 output_handle,
-                stream=stream,
+                stream=chosen,
                 since_offset=since_offset,
                 max_kb=max_kb,
                 pattern=pattern,
@@ -211,4 +219,7 @@ def register(mcp: FastMCP) -> None:
             )
         except UserError as exc:
             reply_to(exc)
+        if entry is not None:
+            other = entry.streams.get("stderr" if chosen == "stdout" else "stdout")
+            page.other_stream_bytes = other.total if other is not None else 0
         return structured_model(page)

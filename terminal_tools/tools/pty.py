@@ -9,7 +9,7 @@ from pydantic import Field
 
 from ..core.inline import InlineCapture
 from ..core.pty import PtyManager, PtyRequest, PtySession, RunOutcome
-from ..errors import NotFound, UserError
+from ..errors import InvalidInput, NotFound, UserError
 from ..models import PtyClosed, PtyOpened, PtyRunResult
 from .context import default_workdir, runtime_of
 from .replies import reply_to
@@ -39,6 +39,13 @@ def _result(
     inline = capture.render("\n[... {omitted} bytes omitted ...]\n")
     rendered, cursor = screen if screen else (None, None)
     verdict = outcome.verdict
+    running = session.pending is not None
+    if outcome.blocked:
+        error = outcome.message
+    elif outcome.busy:
+        error = f"session busy: {outcome.message}"
+    else:
+        error = None
     return PtyRunResult(
         session_id=session.id,
         output=inline.text,
@@ -48,10 +55,12 @@ def _result(
         semantic_message=verdict.message if verdict else None,
         cwd=session.cwd,
         timed_out=outcome.timed_out,
-        running=session.pending is not None,
+        running=running,
+        prompt_after=not running,
+        bytes_sent=outcome.bytes_sent,
         busy=outcome.busy,
         blocked=outcome.blocked,
-        error=outcome.message if outcome.blocked else None,
+        error=error,
         more=outcome.more,
         matched=outcome.matched,
         match=outcome.match,
@@ -141,12 +150,14 @@ def register(mcp: FastMCP) -> None:
             Field(description=("Regex to wait for in the output, e.g. '>>> ' or '[Pp]assword:'.")),
         ] = None,
         raw_send: Annotated[
-            str | None,
+            bool | str | None,
             Field(
                 description=(
-                    "Text to type, without waiting (unless expect is given). Named keys: {Enter} "
-                    "{Tab} {Esc} {Backspace} {Up} {Down} {Left} {Right} {Home} {End} {PageUp} "
-                    "{PageDown} {Delete} {Ctrl-C} {Ctrl-D} {Ctrl-Z} {Ctrl-L} (any {Ctrl-letter})."
+                    "true: type `command` exactly as given (add \\n yourself) and return "
+                    "without waiting (unless expect is given). A string: text to type instead, "
+                    "with named keys: {Enter} {Tab} {Esc} {Backspace} {Up} {Down} {Left} {Right} "
+                    "{Home} {End} {PageUp} {PageDown} {Delete} {Ctrl-C} {Ctrl-D} {Ctrl-Z} "
+                    "{Ctrl-L} (any {Ctrl-letter})."
                 )
             ),
         ] = None,
@@ -187,15 +198,25 @@ def register(mcp: FastMCP) -> None:
         """Run a command in a PTY session, talk to the program running in it, or read it.
 
         Modes: command (wait for the prompt), command or raw_send plus expect (wait for a
-        pattern), raw_send alone (type and return), read_only (drain), screen (render).
-        One command at a time: a second command while one runs returns busy=true.
+        pattern), raw_send alone or command with raw_send=true (type and return),
+        read_only (drain), screen (render). One command at a time: a second command
+        while one runs returns busy=true and error 'session busy: ...'.
         """
         runtime = runtime_of(ctx)
         manager = runtime.ptys
         settings = runtime.settings
+        # raw_send=true is the reference's spelling: `command` is the text, typed verbatim.
+        verbatim = raw_send is True
+        if isinstance(raw_send, bool):
+            if verbatim and command is None:
+                reply_to(InvalidInput("raw_send=true types `command`: give the text in command"))
+            typed, command = (command, None) if verbatim else (None, command)
+        else:
+            typed = raw_send
         request = PtyRequest(
             command=command,
-            raw_send=raw_send,
+            raw_send=typed,
+            verbatim=verbatim,
             expect=expect,
             read_only=read_only,
             timeout=settings.pty_run_timeout_sec if timeout_sec is None else timeout_sec,

@@ -10,6 +10,7 @@ from fastmcp import Context, FastMCP
 from fastmcp.tools import ToolResult
 from pydantic import Field
 
+from ..core.rgflags import apply_extra_args
 from ..core.runtime import Runtime
 from ..core.search import SearchRequest, glob_files, search_python, search_ripgrep
 from ..errors import InvalidInput, NotFound, UserError
@@ -119,6 +120,16 @@ def register(mcp: FastMCP) -> None:
                 ),
             ),
         ] = None,
+        extra_args: Annotated[
+            list[str] | None,
+            Field(
+                description=(
+                    "ripgrep flags, read as the parameters they mean: -i -s -F -w -U/--multiline "
+                    "-l -c (adds counts) -. -u -uu -g X -t X -m N -d N -C N; -n -H are no-ops. "
+                    "Others are refused: run rg through terminal_exec for those."
+                )
+            ),
+        ] = None,
     ) -> ToolResult:
         """Search file contents with ripgrep (structured matches, stops early at caps).
 
@@ -148,6 +159,7 @@ def register(mcp: FastMCP) -> None:
                 timeout_sec=settings.search_timeout_sec,
                 regex_timeout_sec=settings.regex_timeout_sec,
             )
+            request, flags = apply_extra_args(request, list(extra_args or ()))
             rg = _engine(runtime)
             if rg is not None:
                 outcome = await search_ripgrep(rg, request, runtime.search_env())
@@ -155,7 +167,15 @@ def register(mcp: FastMCP) -> None:
                 outcome = await asyncio.to_thread(search_python, request)
         except UserError as exc:
             reply_to(exc)
-        return structured(payload_of(SearchResult, outcome, root=root, ended_jobs=[]))
+        counts = None
+        if flags.count:
+            tally: dict[str, int] = {}
+            for match in outcome.matches:
+                tally[match["path"]] = tally.get(match["path"], 0) + 1
+            counts = [{"path": path, "count": n} for path, n in sorted(tally.items())]
+        return structured(
+            payload_of(SearchResult, outcome, root=root, counts=counts, ended_jobs=[])
+        )
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)
     async def terminal_glob(
