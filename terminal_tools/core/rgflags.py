@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from ..errors import UserError
+from ..errors import InvalidInput
 from .search import SearchRequest
 
 # Flags that only shape rg's text output, which the structured result replaces.
@@ -47,13 +47,13 @@ def apply_extra_args(request: SearchRequest, args: list[str]) -> tuple[SearchReq
         if attached:
             return attached
         if not queue:
-            raise UserError(f"extra_args: {flag} needs a value")
+            raise InvalidInput(f"extra_args: {flag} needs a value")
         return queue.pop(0)
 
     def number(flag: str, attached: str | None) -> int:
         text = value(flag, attached)
         if not text.isdigit():
-            raise UserError(f"extra_args: {flag} needs a number, got {text!r}")
+            raise InvalidInput(f"extra_args: {flag} needs a number, got {text!r}")
         return int(text)
 
     while queue:
@@ -97,12 +97,12 @@ def apply_extra_args(request: SearchRequest, args: list[str]) -> tuple[SearchReq
         ):
             lines = number(arg[:2], attached)
             if lines > 20:
-                raise UserError("extra_args: at most 20 lines of context")
+                raise InvalidInput("extra_args: at most 20 lines of context")
             context = max(context, lines)
         elif long == "--threads" or (short and short.group(1) == "j"):
             number("-j", attached)
         else:
-            raise UserError(
+            raise InvalidInput(
                 f"extra_args: {arg!r} is not supported by terminal_rg (supported: {_SUPPORTED}). "
                 "For any other ripgrep option run rg itself with terminal_exec."
             )
