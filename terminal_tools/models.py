@@ -211,6 +211,13 @@ class JobInfo(Result):
     last_line: str | None = Field(description="Last non-empty line of output.")
 
 
+class JobDetail(JobInfo):
+    """A job as the resource terminal://jobs/{job_id} shows it."""
+
+    stdout_tail: str = Field(description="The last 4 KiB of stdout (all of it if shorter).")
+    stderr_tail: str = Field(description="The last 4 KiB of stderr (empty when merged).")
+
+
 class JobStarted(Result):
     job_id: str | None = Field(description="The new job; null when blocked.")
     pid: int | None

@@ -18,8 +18,11 @@ from . import __version__
 from .config import Settings
 from .core.runtime import Runtime
 from .tools import register_all
+from .tools.job_events import JobEvents
+from .tools.job_events import register as register_job_events
 from .tools.middleware import ArgumentErrors, InFlight, Scoping, quiet_refusals
 from .tools.notices import EndedJobsMiddleware
+from .tools.tasks import JobTasks
 
 INSTRUCTIONS = """\
 A terminal for agents. terminal_exec runs a command and waits (read semantic_status
@@ -38,19 +41,29 @@ ACTIVE_RUNTIMES: set[Runtime] = set()
 # The request counter of each server built here (see in_flight).
 _IN_FLIGHT: weakref.WeakKeyDictionary[FastMCP, InFlight] = weakref.WeakKeyDictionary()
 
+# The job-event fan-out of each server built here (resources, subscriptions, logs).
+JOB_EVENTS: weakref.WeakKeyDictionary[FastMCP, JobEvents] = weakref.WeakKeyDictionary()
+
 
 def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastMCP:
     settings = settings or Settings()
+    events = JobEvents(settings.share_across_sessions)
+    tasks = JobTasks(events, settings.share_across_sessions)
+    events.task_visible = tasks.visible_task
 
     @lifespan
     async def runtime_lifespan(server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         runtime = Runtime(settings)
         ACTIVE_RUNTIMES.add(runtime)
         await runtime.start()
+        events.attach(runtime)
+        tasks.attach(runtime)
         try:
             yield {"runtime": runtime}
         finally:
             ACTIVE_RUNTIMES.discard(runtime)
+            tasks.detach()
+            await events.close()
             await runtime.close()
 
     mcp = FastMCP(
@@ -65,6 +78,9 @@ def build_server(settings: Settings | None = None, *, auth: Any = None) -> FastM
     mcp.add_middleware(Scoping(settings))
     mcp.add_middleware(ArgumentErrors())
     mcp.add_middleware(EndedJobsMiddleware())
+    JOB_EVENTS[mcp] = events
+    register_job_events(mcp, events)
+    mcp.add_extension(tasks)
     quiet_refusals()
     register_all(mcp)
     _register_server_info(mcp, settings)

@@ -86,3 +86,27 @@ async def test_each_http_session_hears_only_of_its_own_jobs(http_server: str) ->
         (notice,) = (await call(mine, "terminal_glob", pattern="*.none"))["ended_jobs"]
         assert notice["job_id"] == started["job_id"] and notice["exit_code"] == 0
         assert (await call(mine, "terminal_glob", pattern="*.none"))["ended_jobs"] == []
+
+
+async def test_job_subscriptions_over_http_are_per_session(http_server: str) -> None:
+    import warnings
+
+    import anyio
+    import mcp_types
+
+    from .test_job_events import Recorder, updated_for
+
+    recorder = Recorder()
+    async with Client(http_server, auth=TOKEN, mode="legacy", message_handler=recorder) as mine, \
+            Client(http_server, auth=TOKEN, mode="legacy") as other:
+        started = await call(mine, "terminal_job_start", command="bash -c 'sleep 1.5'")
+        uri = f"terminal://jobs/{started['job_id']}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await mine.session.subscribe_resource(uri)
+            # Another session cannot even name the job.
+            with pytest.raises(Exception, match="unknown job"):
+                await other.session.subscribe_resource(uri)
+        await recorder.wait_for(mcp_types.ResourceUpdatedNotification, updated_for(uri))
+        with anyio.fail_after(5):
+            await recorder.wait_for(mcp_types.LoggingMessageNotification)

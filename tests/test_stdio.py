@@ -56,8 +56,12 @@ def _rpc(proc: subprocess.Popen[bytes], message: dict) -> dict | None:
     proc.stdin.flush()
     if "id" not in message:
         return None
-    line = proc.stdout.readline()
-    return json.loads(line)
+    while True:
+        # The server may send notifications (an ended job's log message) between
+        # replies, as MCP allows: a client skips what is not its reply.
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == message["id"]:
+            return reply
 
 
 def _handshake(proc: subprocess.Popen[bytes]) -> None:

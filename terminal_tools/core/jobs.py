@@ -25,7 +25,7 @@ import regex
 
 from ..config import Settings
 from ..errors import CapReached, InvalidInput, NotFound
-from ..models import EndedJob, EndReason, JobInfo, JobLogs, JobStatus
+from ..models import EndedJob, EndReason, JobDetail, JobInfo, JobLogs, JobStatus
 from . import owners
 from .audit import AuditLog
 from .buffers import StreamBuffer, decode_page
@@ -42,6 +42,9 @@ Progress = Callable[[float, str], Awaitable[None]]
 # What a job-event listener is told: "started", "ended" or "forgotten", and the job.
 JobEvent = Literal["started", "ended", "forgotten"]
 JobListener = Callable[[JobEvent, "Job"], None]
+
+JOB_NAME_MAX = 63
+JOB_NAME = regex.compile(rf"[a-z0-9-]{{1,{JOB_NAME_MAX}}}")
 
 _SCAN_PIECE = 1024 * 1024  # wait_for searches at most this much text at a time
 
@@ -164,6 +167,29 @@ class Job:
             last_line=_last_line(process),
         )
 
+    def detail(self) -> JobDetail:
+        process = self.process
+        return JobDetail(
+            **self.info().model_dump(),
+            stdout_tail=_tail(process.stdout),
+            stderr_tail=_tail(process.stderr),
+        )
+
+
+TAIL_BYTES = 4096  # what a job resource shows of each stream
+
+
+def _tail(buffer: StreamBuffer | None) -> str:
+    if buffer is None or buffer.total == 0:
+        return ""
+    start = max(buffer.first_available, buffer.total - TAIL_BYTES)
+    data = buffer.read(start, TAIL_BYTES).data
+    # Start on a character boundary: skip UTF-8 continuation bytes the cut left.
+    skip = 0
+    while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+        skip += 1
+    return data[skip:].decode("utf-8", "replace")
+
 
 def _last_line(process: ManagedProcess) -> str | None:
     for buffer in (process.stdout, process.stderr):
@@ -239,8 +265,28 @@ class JobManager:
             f"wait for one or stop it with terminal_job_manage. Running: {names}"
         )
 
+    def check_name(self, name: str | None) -> None:
+        """A job name is ``[a-z0-9-]``, at most 63 characters, and free: no running job
+        the caller can see has it (an ended job's name may be reused; lookups by name
+        find the newest job)."""
+        if name is None:
+            return
+        if not JOB_NAME.fullmatch(name):
+            raise InvalidInput(
+                f"invalid job name {name!r}: use lowercase letters, digits and '-', at most "
+                f"{JOB_NAME_MAX} characters (like 'build' or 'dev-server-2')"
+            )
+        for job in self._visible():
+            if job.name == name and job.status == "running":
+                raise InvalidInput(
+                    f"job name {name!r} is taken by running job {job.id} "
+                    f"({job.plan.command[:60]}): wait for it to end, stop it with "
+                    "terminal_job_manage, or choose another name"
+                )
+
     async def start(self, request: JobRequest, default_cwd: str) -> Job:
         """Start a background job; the launch gate decides first."""
+        self.check_name(request.name)
         plan = await self.launch.command(
             "job_start",
             request.command,
@@ -419,11 +465,14 @@ class JobManager:
             )
         return job
 
-    def list(self) -> list[JobInfo]:
+    def list(self, *, shows_ends: bool = True) -> list[JobInfo]:
+        """The jobs the caller can see. ``shows_ends``: the reply goes to the agent, so
+        the ends it shows are seen (a resource read by a client app does not count)."""
         self.prune()
         visible = self._visible()
-        for job in visible:
-            self.saw_end(job)
+        if shows_ends:
+            for job in visible:
+                self.saw_end(job)
         return [job.info() for job in visible]
 
     def forget(self, job: Job) -> None:

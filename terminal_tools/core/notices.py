@@ -22,6 +22,7 @@ from collections.abc import Callable
 from ..models import EndedJob
 
 COMMAND_CHARS = 120  # a notice quotes at most this much of the command line
+MAX_CLOSED = 4096  # closed scopes remembered (a job of one may still end)
 
 
 def clip_command(command: str) -> str:
@@ -40,8 +41,12 @@ class EndNotices:
 
     def __init__(self) -> None:
         self._pending: dict[str | None, OrderedDict[str, Callable[[], EndedJob]]] = {}
+        # Scopes whose client is gone (a closed HTTP session), most recent last.
+        self._closed: OrderedDict[str, None] = OrderedDict()
 
     def add(self, scope: str | None, job_id: str, notice: Callable[[], EndedJob]) -> None:
+        if scope is not None and scope in self._closed:
+            return
         self._pending.setdefault(scope, OrderedDict())[job_id] = notice
 
     def discard(self, scope: str | None, job_id: str) -> None:
@@ -59,6 +64,15 @@ class EndNotices:
     def pending(self, scope: str | None) -> list[str]:
         return list(self._pending.get(scope, ()))
 
-    def drop_scope(self, scope: str | None) -> None:
-        """The client is gone (its session closed): nobody is left to tell."""
+    def open_scope(self, scope: str) -> None:
+        """A client is (again) in ``scope``: sessions that share a principal's scope
+        come and go."""
+        self._closed.pop(scope, None)
+
+    def close_scope(self, scope: str) -> None:
+        """The client is gone (its session closed): nobody is left to tell, now or
+        later (a closed session never comes back)."""
         self._pending.pop(scope, None)
+        self._closed[scope] = None
+        while len(self._closed) > MAX_CLOSED:
+            self._closed.popitem(last=False)

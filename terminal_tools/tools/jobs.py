@@ -62,9 +62,10 @@ def register(mcp: FastMCP) -> None:
         name: Annotated[
             str | None,
             Field(
-                max_length=100,
                 description=(
-                    "A name to find the job by in terminal_job_logs / terminal_job_manage."
+                    "A name to use instead of the job_id anywhere one is taken (lowercase "
+                    "letters, digits and '-', at most 63 characters). Reusable once the job "
+                    "that had it has ended."
                 ),
             ),
         ] = None,
