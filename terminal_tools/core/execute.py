@@ -109,6 +109,7 @@ async def execute(
             env=request.env,
             shell=request.shell,
             limits=request.limits,
+            stdin=request.stdin or "",
         )
     except UserError as exc:
         # A command that never started is still answered with the envelope; a policy

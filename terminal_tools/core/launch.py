@@ -22,7 +22,6 @@ reason in ``error``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NoReturn
@@ -44,6 +43,9 @@ from .redact import Redactor
 from .shell import EnvError, ShellError, child_environment, resolve_shell, shell_name
 
 TOOL_NAMES = {"exec": "terminal_exec", "job_start": "terminal_job_start"}
+# Keys that interrupt or redraw but never add to the line a shell is reading
+# (Ctrl-C, Ctrl-Z, Ctrl-\\, Ctrl-L).
+_LINE_NEUTRAL_KEYS = "\x03\x1a\x1c\x0c"
 _SWITCHED_OFF = {
     "exec": "terminal_exec is switched off",
     "job_start": "terminal_job_start is switched off",
@@ -91,17 +93,21 @@ class LaunchGate:
         env: Mapping[str, object] | None,
         shell: bool | str,
         limits: Limits | None,
+        stdin: str | None = None,
     ) -> CommandPlan:
-        """The plan for one command, or the typed reason it may not start. A large
-        command is analysed and checked in a worker thread, so it stalls no other call."""
+        """The plan for one command, or the typed reason it may not start. ``stdin`` is
+        the text the command reads ("" for none; None while it can still be written, as
+        a job's). A large command is analysed and checked in a worker thread, so it
+        stalls no other call."""
         where = _Where(launcher, TOOL_NAMES[launcher], command=command, cwd=cwd)
         self._switch(launcher, where)
         directory = resolve_cwd(cwd, default_cwd)
         check_command_size(command)
+        self._decide_env(env, where)
 
         def vet() -> tuple[Analysis, Decision]:
             analysis = analyze_command(command)
-            return analysis, self._decide(command, analysis, where)
+            return analysis, self._decide(command, analysis, where, stdin=stdin)
 
         analysis, decision = await off_loop_if_large(len(command), vet)
         return plan_command(
@@ -130,8 +136,10 @@ class LaunchGate:
         rows: int,
     ) -> ShellPlan:
         """The plan for a PTY session's interactive bash."""
-        self._switch("pty", _Where("pty_open", "terminal_pty_open", cwd=cwd))
+        where = _Where("pty_open", "terminal_pty_open", cwd=cwd)
+        self._switch("pty", where)
         directory = resolve_cwd(cwd, default_cwd)
+        self._decide_env(env, where)
         try:
             chosen = resolve_shell(shell or None)
         except ShellError as exc:
@@ -166,7 +174,7 @@ class LaunchGate:
 
         def vet() -> tuple[Analysis, str | None]:
             analysis = analyze(command)
-            decision = self._decide(command, analysis, where)
+            decision = self._decide(command, analysis, where, terminal=True)
             return analysis, "; ".join(decision.warnings) or None
 
         return await off_loop_if_large(len(command), vet)
@@ -174,9 +182,11 @@ class LaunchGate:
     async def typed_input(
         self, text: str, *, at_shell: Callable[[], bool], session_id: str, cwd: str
     ) -> None:
-        """Input typed into a PTY session. At a shell prompt (``at_shell``, asked only
-        when a policy is in force) each line is a command. Typed text is never written
-        to the audit log, only its size."""
+        """Input typed into a PTY session. When it reaches a shell at its prompt
+        (``at_shell``, asked only when a policy is in force) it is refused if the policy
+        has rules that refuse, unless its pty_shell_input switch is on; then each line is
+        checked as a command. Keys that cannot add to a line (``{Ctrl-C}``) always
+        pass. Typed text is never written to the audit log, only its size."""
         where = _Where(
             "pty_send",
             "terminal_pty_run",
@@ -185,12 +195,16 @@ class LaunchGate:
             bytes_in=len(text.encode()),
         )
         self._switch("pty_raw_input", where)
-        if self.policy.active and at_shell():
-            decision = await off_loop_if_large(
-                len(text), functools.partial(self.policy.check_typed, text)
-            )
-            if decision.blocked:
-                self._refuse(decision.message or "blocked by policy", where)
+        if not self.policy.active or not text.strip(_LINE_NEUTRAL_KEYS) or not at_shell():
+            return
+
+        def vet() -> Decision:
+            decision = self.policy.typed_at_shell()
+            return decision if decision.blocked else self.policy.check_typed(text)
+
+        decision = await off_loop_if_large(len(text), vet)
+        if decision.blocked:
+            self._refuse(decision.message or "blocked by policy", where)
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -198,11 +212,24 @@ class LaunchGate:
         if not self.policy.enabled(switch):
             self._refuse(f"blocked by policy: {_SWITCHED_OFF[switch]}", where)
 
-    def _decide(self, command: str, analysis: Analysis | None, where: _Where) -> Decision:
-        decision = self.policy.check(command, analysis)
+    def _decide(
+        self,
+        command: str,
+        analysis: Analysis | None,
+        where: _Where,
+        *,
+        stdin: str | None = None,
+        terminal: bool = False,
+    ) -> Decision:
+        decision = self.policy.check(command, analysis, stdin=stdin, terminal=terminal)
         if decision.blocked:
             self._refuse(decision.message or "blocked by policy", where)
         return decision
+
+    def _decide_env(self, env: Mapping[str, object] | None, where: _Where) -> None:
+        decision = self.policy.check_env(dict(env) if env else None)
+        if decision.blocked:
+            self._refuse(decision.message or "blocked by policy", where)
 
     def _refuse(self, reason: str, where: _Where) -> NoReturn:
         fields = {k: v for k, v in where.fields.items() if v is not None}
