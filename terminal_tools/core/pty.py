@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import psutil
 import pyte
 import regex
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 from ..errors import CapReached, InvalidInput, NotFound
 from . import owners
-from .analysis import Analysis, analyze, innermost, unbalanced_quote
+from .analysis import Analysis, analyze, innermost, is_shell, unbalanced_quote
 from .audit import elapsed_ms
 from .buffers import StreamBuffer
 from .destructive import destructive_warning
@@ -199,6 +200,7 @@ class PtySession:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._write_queue = bytearray()
         self.masker: StreamMasker | None = None
+        self.tty_path: str | None = None
 
     # -- I/O -----------------------------------------------------------------------------
 
@@ -268,6 +270,46 @@ class PtySession:
         self._scan_from = (
             last_end if last_end is not None else max(start, self.buffer.total - _MARKER_MAX)
         )
+
+    def input_reaches_shell(self) -> bool:
+        """Whether typed input can reach a shell reading commands: the session's own
+        shell at its prompt, or reading the terminal itself (it is the terminal's
+        foreground process group), or a shell started under it (``bash | cat``,
+        ``script``, ``python -c 'import pty; pty.spawn("sh")'``)."""
+        pending = self.pending
+        if pending is None:
+            return True
+        try:
+            if os.tcgetpgrp(self.master) == self.process.pid:
+                return True
+        except OSError:
+            return True
+        deciders = (pending.analysis or analyze(pending.command)).deciders
+        if deciders and innermost(deciders[-1]).program in _SHELL_NAMES:
+            return True
+        try:
+            children = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.Error:
+            return True
+        for child in children:
+            with contextlib.suppress(psutil.Error):
+                names = {child.name(), os.path.basename(child.exe() or "")}
+                if any(is_shell(n) or n in _SHELL_NAMES for n in names if n):
+                    return True
+        return False
+
+    def discard_typed_input(self) -> None:
+        """Drop input typed earlier that no program read (a partial line would be
+        prefixed to the command written next); complete lines are dropped by the shell's
+        prompt hook before it reads again."""
+        if self.tty_path is None:
+            return
+        with contextlib.suppress(OSError):
+            fd = os.open(self.tty_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+            try:
+                termios.tcflush(fd, termios.TCIFLUSH)
+            finally:
+                os.close(fd)
 
     def write(self, text: str) -> None:
         self._write_queue += text.encode("utf-8")
@@ -397,6 +439,7 @@ class PtyManager:
             os.set_blocking(master, False)
             spec = SpawnSpec(argv=plan.argv, cwd=plan.cwd, env=plan.env, tty=slave)
             process = await self.registry.spawn(spec)
+            tty_path = os.ttyname(slave)
         except BaseException:
             os.close(master)
             raise
@@ -407,6 +450,7 @@ class PtyManager:
             self, session_id, master, process, plan.shell, cols, rows, idle_timeout
         )
         session.cwd = plan.cwd
+        session.tty_path = tty_path
         session.masker = plan.redactor.stream() if plan.redactor else None
         self.sessions[session_id] = session
         asyncio.get_running_loop().add_reader(master, session._on_readable)
@@ -421,9 +465,11 @@ class PtyManager:
     async def _initialise(self, session: PtySession) -> None:
         """Turn echo off, empty the prompts and install the completion marker."""
         setup = (
-            "stty -echo; unset HISTFILE; PS1=''; PS2=''; PS4='+ '; "
+            "stty -echo; unset HISTFILE; set +o history +H; PS1=''; PS2=''; PS4='+ '; "
             f"__tt_secret={session.secret}; __tt_n=0; "
-            "__tt_prompt() { local s=$?; __tt_n=$((__tt_n+1)); "
+            # Lines typed while a command ran that it did not read would run now.
+            "__tt_prompt() { local s=$?; [ -t 0 ] && while read -r -t 0; do read -r _; done; "
+            "__tt_n=$((__tt_n+1)); "
             'printf \'\\033]7770;%s:%s;%s;%s\\007\' "$__tt_secret" "$__tt_n" "$s" '
             '"$PWD"; return $s; }; PROMPT_COMMAND=__tt_prompt\n'
         )
@@ -581,22 +627,15 @@ class PtyManager:
         )
         # A multi-line command is grouped so that the prompt (and marker) comes once.
         line = "{ " + command + "\n}" if "\n" in command.strip() else command.strip()
+        session.discard_typed_input()
         session.write(line + "\n")
         return analysis
 
     async def check_typed(self, session: PtySession, text: str) -> None:
-        """Typed input forms commands when it reaches a shell: the launch gate checks it
-        line by line then (a REPL's input is not a command)."""
-
-        def at_shell() -> bool:
-            pending = session.pending
-            if pending is None:
-                return True
-            deciders = (pending.analysis or analyze(pending.command)).deciders
-            return bool(deciders) and innermost(deciders[-1]).program in _SHELL_NAMES
-
+        """Typed input forms commands when it reaches a shell; the launch gate decides
+        (a REPL's input is not a command)."""
         await self.runtime.launch.typed_input(
-            text, at_shell=at_shell, session_id=session.id, cwd=session.cwd
+            text, at_shell=session.input_reaches_shell, session_id=session.id, cwd=session.cwd
         )
 
     async def run(
