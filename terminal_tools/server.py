@@ -122,8 +122,8 @@ def _register_server_info(mcp: FastMCP, settings: Settings) -> None:
         runtime = ctx.lifespan_context.get("runtime")
         info = describe(settings, runtime)
         if runtime is not None:
-            # The directory the tools would use for this client (its first root, when it
-            # offers one), not only the server's own cwd.
+            # The directory the tools use for this client (its first root, when it offers
+            # one): the same function the tools call, so the two cannot disagree.
             info["default_workdir"] = await default_workdir(ctx)
         return json.dumps(info, indent=2)
 
@@ -157,7 +157,6 @@ def describe(settings: Settings, runtime: Runtime | None) -> dict[str, Any]:
                 else "ripgrep",
                 "ripgrep": runtime.ripgrep,
                 "children_rg": runtime.children_rg,
-                "default_workdir": runtime.default_workdir(),
                 "running_jobs": len(runtime.jobs.running),
                 "policy": runtime.policy.summary(),
                 "audit_log": settings.audit_log,

@@ -23,7 +23,7 @@ from .commands import CommandPlan
 from .inline import InlineCapture, InlineText
 from .processes import Limits, ManagedProcess, SpawnSpec, describe_ended
 from .runtime import Runtime
-from .semantics import Verdict, classify_exit
+from .semantics import Verdict, verdict_of_process
 
 Progress = Callable[[float, str], Awaitable[None]]
 
@@ -209,7 +209,7 @@ async def _wait(
             )
             process.notes.append(refused_note)
         if progress is not None:
-            total = process.stdout.total + (process.stderr.total if process.stderr else 0)
+            total = process.output_bytes
             with contextlib.suppress(Exception):
                 await progress(elapsed, f"running {elapsed:.0f} s, {total} bytes of output")
     return None
@@ -297,16 +297,12 @@ def _envelope(
             f"terminal_job_logs(job_id='{job_id}', since_offset="
             f"{process.stdout.total})",
         )
-    elif process.timed_out:
-        exit_code = process.returncode
-        verdict = Verdict("error", f"Timed out after {timeout:g} s; the process tree was killed")
     else:
-        exit_code = process.returncode if process.returncode is not None else -1
-        tail = ""
-        if exit_code in (126, 127):
-            tail = stderr.text[-2048:]
-        verdict = classify_exit(
-            exit_code, plan.analysis, shell_kind=plan.shell_kind, stderr_tail=tail
+        exit_code = process.returncode
+        if exit_code is None and not process.timed_out:
+            exit_code = -1
+        verdict = verdict_of_process(
+            process, plan.analysis, shell_kind=plan.shell_kind, timeout_sec=timeout
         )
     return ExecResult(
         exit_code=exit_code,
@@ -327,7 +323,7 @@ def _envelope(
         auto_shell=plan.auto_shell,
         cwd=plan.cwd,
         stdout_bytes=process.stdout.total,
-        stderr_bytes=process.stderr.total if process.stderr else 0,
+        stderr_bytes=process.stderr_bytes,
         output_dropped_bytes=dropped,
         notes=notes,
     )

@@ -33,7 +33,7 @@ from .commands import CommandPlan
 from .launch import LaunchGate
 from .notices import EndNotices, clip_command
 from .processes import Limits, ManagedProcess, ProcessRegistry, SpawnSpec
-from .semantics import Verdict, classify_exit
+from .semantics import Verdict, verdict_of_process
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class Job:
             ended_at=iso(self.ended_wall),
             runtime_ms=process.runtime_ms,
             stdout_bytes=process.stdout.total,
-            stderr_bytes=process.stderr.total if process.stderr else 0,
+            stderr_bytes=process.stderr_bytes,
             merged=self.merged,
             auto_backgrounded=self.auto_backgrounded,
             timed_out=process.timed_out,
@@ -378,7 +378,7 @@ class JobManager:
             exit_code=process.returncode,
             semantic_status=job.verdict.status,
             duration_ms=process.runtime_ms,
-            bytes_out=process.stdout.total + (process.stderr.total if process.stderr else 0),
+            bytes_out=process.output_bytes,
             timed_out=process.timed_out,
             status=job.status,
             end_reason=job.end_reason,
@@ -421,20 +421,11 @@ class JobManager:
         return self.notices.take(owners.current())
 
     def verdict(self, job: Job) -> Verdict:
-        process = job.process
-        if process.timed_out:
-            return Verdict(
-                "error", f"Timed out after {job.timeout_sec:g} s; the process tree was killed"
-            )
-        code = process.returncode if process.returncode is not None else -1
-        stderr_tail = ""
-        source = process.stderr or process.stdout
-        if code in (126, 127):
-            stderr_tail = source.read(max(0, source.total - 2048), 2048).data.decode(
-                "utf-8", "replace"
-            )
-        return classify_exit(
-            code, job.plan.analysis, shell_kind=job.plan.shell_kind, stderr_tail=stderr_tail
+        return verdict_of_process(
+            job.process,
+            job.plan.analysis,
+            shell_kind=job.plan.shell_kind,
+            timeout_sec=job.timeout_sec,
         )
 
     # -- lookup and retention ----------------------------------------------------------------
@@ -731,9 +722,7 @@ async def _with_progress(
             await asyncio.wait({task}, timeout=min(1.0, remaining))
             if not task.done() and progress is not None:
                 elapsed = time.monotonic() - job.process.started
-                total = job.process.stdout.total + (
-                    job.process.stderr.total if job.process.stderr else 0
-                )
+                total = job.process.output_bytes
                 with contextlib.suppress(Exception):
                     await progress(
                         elapsed, f"{job.id} running {elapsed:.0f} s, {total} bytes of output"

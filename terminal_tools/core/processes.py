@@ -289,6 +289,21 @@ class ManagedProcess:
         end = self.ended if self.ended is not None else time.monotonic()
         return int((end - self.started) * 1000)
 
+    @property
+    def stderr_bytes(self) -> int:
+        """Bytes written to stderr (0 when it is merged into stdout)."""
+        return self.stderr.total if self.stderr is not None else 0
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes written to stdout and stderr together."""
+        return self.stdout.total + self.stderr_bytes
+
+    def error_tail(self, size: int = 2048) -> str:
+        """The last ``size`` bytes of stderr (of stdout when stderr is merged into it)."""
+        source = self.stderr or self.stdout
+        return source.read(max(0, source.total - size), size).data.decode("utf-8", "replace")
+
     def set_deadline(self, seconds_from_start: float | None) -> None:
         """Kill the tree ``seconds_from_start`` after the command started (None: never)."""
         if self._deadline is not None:

@@ -38,7 +38,10 @@ import pyte
 import regex
 
 if TYPE_CHECKING:
-    from .runtime import Runtime
+    from ..config import Settings
+    from .audit import AuditLog
+    from .launch import LaunchGate
+    from .processes import ProcessRegistry
 
 from ..errors import CapReached, InvalidInput, NotFound
 from . import owners
@@ -393,10 +396,21 @@ class PtySession:
 
 
 class PtyManager:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.registry = runtime.registry
-        self.settings = runtime.settings
+    """Owns the open sessions: caps, open and close, idle reaping and the run modes. It is
+    handed its collaborators, so it knows nothing of the runtime that wires them."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        registry: ProcessRegistry,
+        launch: LaunchGate,
+        audit: AuditLog,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.launch = launch
+        self.audit = audit
         self.sessions: dict[str, PtySession] = {}
 
     # -- open / close ------------------------------------------------------------------------
@@ -428,7 +442,7 @@ class PtyManager:
     ) -> PtySession:
         if not (10 <= cols <= 1000 and 5 <= rows <= 500):
             raise InvalidInput("cols must be 10-1000 and rows 5-500")
-        plan = self.runtime.launch.shell_session(
+        plan = self.launch.shell_session(
             cwd=cwd, default_cwd=default_cwd, env=env, shell=shell, cols=cols, rows=rows
         )
         if len(self.sessions) >= self.settings.max_pty_sessions:
@@ -554,7 +568,7 @@ class PtyManager:
             raise InvalidInput("give one of command, raw_send or read_only")
         started = time.monotonic()
         outcome = await self._dispatch(session, request)
-        audit = self.runtime.audit
+        audit = self.audit
         if audit:
             verdict = outcome.verdict
             kind = (
@@ -611,7 +625,7 @@ class PtyManager:
         problem = unbalanced_quote(command)
         if problem:
             raise InvalidInput(problem + " (the shell would wait for more input)")
-        analysis, policy_warning = await self.runtime.launch.session_command(
+        analysis, policy_warning = await self.launch.session_command(
             command, session_id=session.id, cwd=session.cwd
         )
         if session.pending is not None:  # another call started one while this was vetted
@@ -634,7 +648,7 @@ class PtyManager:
     async def check_typed(self, session: PtySession, text: str) -> None:
         """Typed input forms commands when it reaches a shell; the launch gate decides
         (a REPL's input is not a command)."""
-        await self.runtime.launch.typed_input(
+        await self.launch.typed_input(
             text, at_shell=session.input_reaches_shell, session_id=session.id, cwd=session.cwd
         )
 

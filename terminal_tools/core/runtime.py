@@ -38,7 +38,12 @@ def _pty_manager(runtime: Runtime) -> PtyManager | None:
         return None  # no PTY support on Windows (the PTY tools are not registered)
     from .pty import PtyManager  # needs termios
 
-    return PtyManager(runtime)
+    return PtyManager(
+        settings=runtime.settings,
+        registry=runtime.registry,
+        launch=runtime.launch,
+        audit=runtime.audit,
+    )
 
 
 def detect_user_shell() -> str | None:
@@ -98,7 +103,6 @@ class Runtime:
         self.jobs = JobManager(self.registry, settings, self.launch, self.audit)
         self._ptys = _pty_manager(self)
         self.reaped_at_start = 0
-        self.roots_cache: dict[str, str | None] = {}  # client session -> first root
         self._startup: asyncio.Task[None] | None = None
         self.closed = False
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .analysis import Analysis, SimpleCommand, analyze, innermost, unwrap
+
+if TYPE_CHECKING:
+    from .processes import ManagedProcess
 
 Status = Literal["ok", "signal", "error"]
 
@@ -180,3 +183,22 @@ def _git_rule(code: int, command: SimpleCommand) -> Verdict | None:
 def _missing_command(stderr_tail: str) -> str | None:
     found = _NOT_FOUND.findall(stderr_tail)
     return found[-1].strip() if found else None
+
+
+def verdict_of_process(
+    process: ManagedProcess,
+    analysis: Analysis | None,
+    *,
+    shell_kind: str,
+    timeout_sec: float | None,
+) -> Verdict:
+    """The one meaning of a finished command or job (a PTY command, which has no process
+    of its own, goes to :func:`classify_exit` with the status its shell reported)."""
+    if process.timed_out:
+        return Verdict(
+            "error", f"Timed out after {timeout_sec or 0:g} s; the process tree was killed"
+        )
+    code = process.returncode if process.returncode is not None else -1
+    # 126/127 name the missing or unrunnable program in the error output.
+    tail = process.error_tail() if code in (126, 127) else ""
+    return classify_exit(code, analysis, shell_kind=shell_kind, stderr_tail=tail)

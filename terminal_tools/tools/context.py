@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import warnings
+import weakref
 from urllib.parse import unquote, urlparse
 
 from fastmcp import Context
@@ -26,13 +27,20 @@ def runtime_of(ctx: Context) -> Runtime:
     return runtime
 
 
+# The first root of each client session, asked once; kept per runtime, so it lives and
+# dies with the server that asked (MCP state: the core never sees it).
+_ROOTS: weakref.WeakKeyDictionary[Runtime, dict[str, str | None]] = weakref.WeakKeyDictionary()
+
+
 async def default_workdir(ctx: Context) -> str:
-    """``--workdir`` if set; else the client's first MCP root; else the server's cwd."""
+    """The one default working directory of every tool and of server-info: ``--workdir``
+    if set; else the client's first MCP root; else the server's cwd."""
     runtime = runtime_of(ctx)
-    if runtime.settings.workdir:
-        return runtime.settings.workdir
-    root = await _first_root(ctx, runtime)
-    return root or runtime.server_cwd
+    if not runtime.settings.workdir:
+        root = await _first_root(ctx, runtime)
+        if root:
+            return root
+    return runtime.default_workdir()
 
 
 async def _first_root(ctx: Context, runtime: Runtime) -> str | None:
@@ -44,8 +52,8 @@ async def _first_root(ctx: Context, runtime: Runtime) -> str | None:
     if capabilities is None or getattr(capabilities, "roots", None) is None:
         return None
     # One roots request per client session (sessions are stable on handshake-era
-    # connections, where roots exist); the cache lives and dies with the runtime.
-    cache = runtime.roots_cache
+    # connections, where roots exist).
+    cache = _ROOTS.setdefault(runtime, {})
     key = str(ctx.session_id)
     if key in cache:
         return cache[key]
