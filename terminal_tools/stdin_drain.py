@@ -31,24 +31,8 @@ def hold_stdin_until_idle(idle: threading.Event, grace: float) -> None:
 
     def pump() -> None:
         try:
-            while True:
-                try:
-                    data = os.read(real, 65536)
-                except InterruptedError:
-                    continue
-                except OSError:
-                    break
-                if not data:
-                    break
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_end, view) :]
-            deadline = time.monotonic() + grace
-            while True:
-                time.sleep(_SETTLE)
-                if idle.is_set() or time.monotonic() >= deadline:
-                    break
-                idle.wait(max(0.0, deadline - time.monotonic()))
+            _copy_until_eof(real, write_end)
+            _wait_until_idle(idle, grace)
         except OSError:
             pass
         finally:
@@ -58,3 +42,27 @@ def hold_stdin_until_idle(idle: threading.Event, grace: float) -> None:
                 os.close(real)
 
     threading.Thread(target=pump, name="stdin-pump", daemon=True).start()
+
+
+def _copy_until_eof(source: int, target: int) -> None:
+    while True:
+        try:
+            data = os.read(source, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(target, view) :]
+
+
+def _wait_until_idle(idle: threading.Event, grace: float) -> None:
+    deadline = time.monotonic() + grace
+    while True:
+        time.sleep(_SETTLE)
+        if idle.is_set() or time.monotonic() >= deadline:
+            return
+        idle.wait(max(0.0, deadline - time.monotonic()))

@@ -131,48 +131,73 @@ def _find(command: SimpleCommand) -> list[str]:
 
 
 def _git(command: SimpleCommand) -> list[str]:
-    args = list(command.args)
-    # Skip global options to reach the subcommand.
-    while args and args[0].startswith("-"):
-        option = args.pop(0)
-        if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and args:
-            args.pop(0)
-    if not args:
+    sub, rest = _git_subcommand(list(command.args))
+    if sub is None:
         return []
-    sub, rest = args[0], args[1:]
     short, long, operands = _flags(tuple(rest))
     found: list[str] = []
-    if sub == "reset" and "--hard" in long:
-        found.append("git reset --hard discards uncommitted changes")
-    elif sub == "clean" and ("f" in short or "--force" in long):
-        found.append("git clean -f deletes untracked files")
-    elif (
-        sub == "checkout"
-        and ("." in operands or ":/" in operands)
-        and ("--" in rest or "." in operands)
-    ):
-        found.append("git checkout -- . discards working-tree changes")
-    elif (
-        sub == "restore"
-        and ("." in operands or ":/" in operands)
-        and ("--staged" not in long or "--worktree" in long)
-    ):
-        found.append("git restore . discards working-tree changes")
-    elif sub == "push" and (
-        "f" in short
-        or long & {"--force", "--force-with-lease", "--force-if-includes"}
-        or any(o.startswith("+") for o in operands)
-    ):
-        found.append("git push --force rewrites remote history")
-    elif sub == "branch" and ("D" in short or ("--delete" in long and "--force" in long)):
-        found.append("git branch -D deletes a branch even if it is not merged")
-    elif sub == "stash" and rest[:1] and rest[0] in ("drop", "clear"):
-        found.append(f"git stash {rest[0]} deletes stashed changes")
+    check = _GIT_CHECKS.get(sub)
+    message = check(short, long, operands, rest) if check else None
+    if message:
+        found.append(message)
     if sub == "commit" and "--amend" in long:
         found.append("git commit --amend rewrites the last commit")
     if "--no-verify" in long or (sub == "commit" and "n" in short):
         found.append("--no-verify skips git hooks")
     return found
+
+
+def _git_subcommand(args: list[str]) -> tuple[str | None, list[str]]:
+    """The subcommand and its arguments, past git's global options."""
+    while args and args[0].startswith("-"):
+        option = args.pop(0)
+        if option in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and args:
+            args.pop(0)
+    return (args[0], args[1:]) if args else (None, [])
+
+
+def _touches_everything(operands: list[str]) -> bool:
+    return "." in operands or ":/" in operands
+
+
+_GitCheck = Callable[[set[str], set[str], list[str], list[str]], str | None]
+
+# subcommand -> (short flags, long flags, operands, raw arguments) -> warning or None
+_GIT_CHECKS: dict[str, _GitCheck] = {
+    "reset": lambda short, long, operands, rest: (
+        "git reset --hard discards uncommitted changes" if "--hard" in long else None
+    ),
+    "clean": lambda short, long, operands, rest: (
+        "git clean -f deletes untracked files" if "f" in short or "--force" in long else None
+    ),
+    "checkout": lambda short, long, operands, rest: (
+        "git checkout -- . discards working-tree changes"
+        if _touches_everything(operands) and ("--" in rest or "." in operands)
+        else None
+    ),
+    "restore": lambda short, long, operands, rest: (
+        "git restore . discards working-tree changes"
+        if _touches_everything(operands) and ("--staged" not in long or "--worktree" in long)
+        else None
+    ),
+    "push": lambda short, long, operands, rest: (
+        "git push --force rewrites remote history"
+        if "f" in short
+        or long & {"--force", "--force-with-lease", "--force-if-includes"}
+        or any(o.startswith("+") for o in operands)
+        else None
+    ),
+    "branch": lambda short, long, operands, rest: (
+        "git branch -D deletes a branch even if it is not merged"
+        if "D" in short or ("--delete" in long and "--force" in long)
+        else None
+    ),
+    "stash": lambda short, long, operands, rest: (
+        f"git stash {rest[0]} deletes stashed changes"
+        if rest[:1] and rest[0] in ("drop", "clear")
+        else None
+    ),
+}
 
 
 def _dd(command: SimpleCommand) -> list[str]:

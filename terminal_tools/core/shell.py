@@ -120,14 +120,23 @@ def _posix_default(platform: Platform) -> Shell:
 
 
 def _windows_default(platform: Platform) -> Shell:
+    """Git Bash, then PowerShell, then cmd (what every Windows machine has)."""
+    env = platform.environ
+    system_root = env.get("SystemRoot", r"C:\Windows")
+    return (
+        _git_bash(platform)
+        or _powershell(platform, system_root)
+        or Shell("cmd", env.get("ComSpec") or ntpath.join(system_root, "System32", "cmd.exe"))
+    )
+
+
+def _git_bash(platform: Platform) -> Shell | None:
     env = platform.environ
     override = env.get(GIT_BASH_ENV)
     if override and platform.is_file(override):
         return Shell("bash", override)
-    candidates = []
-    for root in (env.get("ProgramFiles"), env.get("ProgramW6432"), env.get("ProgramFiles(x86)")):
-        if root:
-            candidates.append(ntpath.join(root, "Git", "bin", "bash.exe"))
+    roots = [env.get(name) for name in ("ProgramFiles", "ProgramW6432", "ProgramFiles(x86)")]
+    candidates = [ntpath.join(root, "Git", "bin", "bash.exe") for root in roots if root]
     if env.get("LOCALAPPDATA"):
         candidates.append(ntpath.join(env["LOCALAPPDATA"], "Programs", "Git", "bin", "bash.exe"))
     for candidate in candidates:
@@ -136,15 +145,16 @@ def _windows_default(platform: Platform) -> Shell:
     on_path = platform.which("bash", env.get("PATH"))
     if on_path and not _is_wsl_launcher(on_path):
         return Shell("bash", on_path)
+    return None
+
+
+def _powershell(platform: Platform, system_root: str) -> Shell | None:
     for name in ("pwsh", "powershell"):
-        found = platform.which(name, env.get("PATH"))
+        found = platform.which(name, platform.environ.get("PATH"))
         if found:
             return Shell("powershell", found)
-    system_root = env.get("SystemRoot", r"C:\Windows")
     legacy = ntpath.join(system_root, "System32", "WindowsPowerShell", "v1.0", "powershell.exe")
-    if platform.is_file(legacy):
-        return Shell("powershell", legacy)
-    return Shell("cmd", env.get("ComSpec") or ntpath.join(system_root, "System32", "cmd.exe"))
+    return Shell("powershell", legacy) if platform.is_file(legacy) else None
 
 
 def _is_wsl_launcher(path: str) -> bool:
