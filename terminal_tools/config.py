@@ -258,8 +258,15 @@ class Settings:
                 raise ValueError(f"setting {name} must not be negative")
         if self.inline_max_kb > self.inline_max_kb_limit:
             raise ValueError("inline_max_kb must not exceed inline_max_kb_limit")
+        if self.log_level.upper() not in _LOG_LEVELS:
+            raise ValueError(
+                f"log_level must be one of {', '.join(_LOG_LEVELS)}, got {self.log_level!r}"
+            )
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be 1-65535, got {self.port}")
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def env_name(field_name: str) -> str:

@@ -96,11 +96,12 @@ async def test_login_path_option_reads_path_from_the_login_shell(tmp_path: Path)
     ("--audit-log", "no-such-dir/audit.jsonl"),
     ("--workdir", "no-such-dir"),
     ("--port", "70000"),
+    ("--log-level", "bogus"),
 ])
 def test_a_bad_option_value_exits_with_a_one_line_reason(
     tmp_path: Path, option: str, value: str
 ) -> None:
-    bad = value if value.isdigit() else str(tmp_path / value)
+    bad = value if value.isdigit() or option == "--log-level" else str(tmp_path / value)
     env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "LANG")}
     proc = subprocess.run(
         [sys.executable, "-m", "terminal_tools", option, bad],

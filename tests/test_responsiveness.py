@@ -102,6 +102,24 @@ async def test_analysing_the_largest_command_does_not_stall_other_clients(
     assert_answered_promptly(latencies)
 
 
+@pytest.mark.parametrize("command", [
+    "cat " + ")" * 40_000,  # tree-sitter-bash's parse of these is quadratic, in C
+    "cat " + "<" * 65_536,
+])
+async def test_a_command_too_costly_to_analyse_is_refused_and_stalls_no_one(
+    two_clients: tuple[Client, Client], command: str
+) -> None:
+    busy, other = two_clients
+    started = time.monotonic()
+    result, latencies = await latencies_while(
+        call(busy, "terminal_exec", command=command), other
+    )
+    assert result["exit_code"] is None
+    assert "could not be analysed within 2 s" in result["error"], result["error"]
+    assert time.monotonic() - started < 2.0 + 5.0
+    assert_answered_promptly(latencies)
+
+
 async def test_a_pathological_output_pattern_is_bounded_and_stalls_no_one(
     two_clients: tuple[Client, Client],
 ) -> None:

@@ -18,11 +18,13 @@ import dataclasses
 import functools
 import re
 import shlex
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 # Builtins and keywords that have no meaningful standalone executable: a command that
 # starts with one of these must run inside bash.
@@ -193,9 +195,38 @@ class Analysis:
 _SOURCE: contextvars.ContextVar[bytes] = contextvars.ContextVar("analysis_source", default=b"")
 
 
-@functools.cache
+_LANGUAGE = Language(tree_sitter_bash.language())
+# A tree-sitter Parser is not safe to share between threads, and large commands are
+# analysed in worker threads: one parser per thread.
+_PARSERS = threading.local()
+
+# Some inputs make tree-sitter-bash's parse quadratic (40,000 `)` take 15 s), and the C
+# parse holds the GIL, so a worker thread alone does not keep other calls answering.
+# Above a few KiB the parse reads through a callback and reports progress; the progress
+# callback lets other threads run and cancels the parse past the budget.
+_WATCHED_PARSE_BYTES = 2048
+PARSE_BUDGET_SEC = 2.0
+
+
 def _parser() -> Parser:
-    return Parser(Language(tree_sitter_bash.language()))
+    parser: Parser | None = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = Parser(_LANGUAGE)
+    return parser
+
+
+def _parse(data: bytes) -> Tree | None:
+    """The syntax tree, or None when the parse ran past PARSE_BUDGET_SEC."""
+    if len(data) <= _WATCHED_PARSE_BYTES:
+        return _parser().parse(data)
+    deadline = time.monotonic() + PARSE_BUDGET_SEC
+    try:
+        return _parser().parse(
+            lambda offset, _point: data[offset : offset + 65536],
+            progress_callback=lambda *_state: time.monotonic() > deadline,
+        )
+    except ValueError:  # "Parsing failed": the callback cancelled it
+        return None
 
 
 @functools.lru_cache(maxsize=512)
@@ -269,7 +300,17 @@ def _analyze(command: str) -> Analysis:
 
 
 def _analyze_source(command: str, source: bytes) -> Analysis:
-    tree = _parser().parse(_ascii_copy(source))
+    tree = _parse(_ascii_copy(source))
+    if tree is None:
+        return Analysis(
+            source=command,
+            error=(
+                f"command could not be analysed within {PARSE_BUDGET_SEC:g} s (deeply "
+                "nested or repetitive syntax); put it in a script file and run the file"
+            ),
+            needs_shell=True,
+            parse_ok=False,
+        )
     root = tree.root_node
     if root.has_error:
         problem = unbalanced_quote(command)

@@ -60,6 +60,12 @@ class ArgumentErrors(Middleware):
         context: MiddlewareContext[mt.CallToolRequestParams],
         call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> ToolResult:
+        problem = _not_text(context.message.arguments or {})
+        if problem:
+            raise ToolError(
+                printable(f"invalid argument for {context.message.name}: {problem}"),
+                log_level=logging.INFO,
+            )
         try:
             return await call_next(context)
         except ValidationError as exc:
@@ -68,6 +74,34 @@ class ArgumentErrors(Middleware):
                 raise
             text = describe_validation_error(context.message.name, cause)
             raise ToolError(text, log_level=logging.INFO) from None
+
+
+def _not_text(value: Any, where: str = "") -> str | None:
+    """Where a string holds a lone UTF-16 surrogate (JSON allows "\\ud800", JavaScript
+    clients send it), which no program, file name or reply can carry: refused up front,
+    before it can wedge a PTY session or fail deep inside a tool."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            char = value[exc.start]
+            return (
+                f"{where or 'argument'}: lone surrogate U+{ord(char):04X} at character "
+                f"{exc.start} is not text; send valid Unicode"
+            )
+        return None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        name = f"{where}.{key}" if where else str(key)
+        problem = _not_text(key, f"{name} (the name)") or _not_text(item, name)
+        if problem:
+            return problem
+    return None
 
 
 def describe_validation_error(tool: str, error: PydanticValidationError) -> str:
