@@ -36,8 +36,8 @@ class Settings:
     port: int = _setting(8765, "Port of the HTTP transport.")
     token: str | None = _setting(
         None,
-        "Bearer token the HTTP transport requires; a random one is generated (and printed to "
-        "stderr once) when unset.",
+        "Bearer token the HTTP transport requires (at least 16 characters); a random one is "
+        "generated (and printed to stderr once) when unset.",
     )
     tokens_file: str | None = _setting(
         None,

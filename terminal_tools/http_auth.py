@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .config import Settings, env_name
 
 DEFAULT_PRINCIPAL = "default"
+MIN_TOKEN_CHARS = 16
 
 
 class TokenError(ValueError):
@@ -35,6 +36,11 @@ def load_tokens(settings: Settings) -> dict[str, str]:
     """Token -> principal, from the settings; empty when none is configured."""
     tokens: dict[str, str] = {}
     if settings.token:
+        if len(settings.token) < MIN_TOKEN_CHARS:
+            raise TokenError(
+                f"{env_name('token')} is shorter than {MIN_TOKEN_CHARS} characters; a short "
+                "token can be guessed by anyone who can reach the port"
+            )
         tokens[settings.token] = DEFAULT_PRINCIPAL
     if settings.tokens_file:
         for name, token in read_tokens_file(settings.tokens_file):
@@ -66,9 +72,10 @@ def read_tokens_file(path: str) -> list[tuple[str, str]]:
         name, token = parts
         if name in names:
             raise TokenError(f"{path}:{number}: principal {name!r} is listed twice")
-        if len(token) < 16:
+        if len(token) < MIN_TOKEN_CHARS:
             raise TokenError(
-                f"{path}:{number}: the token of {name!r} is shorter than 16 characters"
+                f"{path}:{number}: the token of {name!r} is shorter than {MIN_TOKEN_CHARS} "
+                "characters"
             )
         names.add(name)
         entries.append((name, token))

@@ -60,12 +60,19 @@ def ended_jobs_field() -> list[EndedJob]:
 class Limits(Result):
     """Resource limits for a command (applied with ulimit before it starts)."""
 
-    cpu_sec: int | None = Field(None, gt=0, description="CPU seconds (RLIMIT_CPU).")
+    # Upper bounds keep each value inside what `ulimit` accepts: past them bash refuses
+    # ("limit out of range") or the value wraps to 0 and kills the command at once.
+    cpu_sec: int | None = Field(None, gt=0, le=10**8, description="CPU seconds (RLIMIT_CPU).")
     rss_mb: int | None = Field(
-        None, gt=0, description="Memory in MiB, enforced as address space (RLIMIT_AS)."
+        None,
+        gt=0,
+        le=2**30,
+        description="Memory in MiB, enforced as address space (RLIMIT_AS).",
     )
-    fsize_mb: int | None = Field(None, gt=0, description="Largest file it may write, MiB.")
-    nofile: int | None = Field(None, gt=0, description="Open file descriptors.")
+    fsize_mb: int | None = Field(
+        None, gt=0, le=2**30, description="Largest file it may write, MiB."
+    )
+    nofile: int | None = Field(None, gt=0, le=2**20, description="Open file descriptors.")
 
 
 class ExecResult(Result):

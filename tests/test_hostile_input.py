@@ -44,3 +44,19 @@ async def test_a_lone_surrogate_leaves_a_pty_session_usable(client: Client, fiel
 async def test_search_patterns_with_a_lone_surrogate_are_refused(client: Client) -> None:
     error = await call_error(client, "terminal_rg", pattern="x\ud800")
     assert "lone surrogate" in error and "pattern" in error
+
+
+@pytest.mark.parametrize("limits", [
+    {"fsize_mb": 2**60}, {"cpu_sec": 2**64}, {"rss_mb": 2**44}, {"nofile": 2**50},
+])
+async def test_limits_past_what_ulimit_accepts_are_refused(
+    client: Client, limits: dict[str, int]
+) -> None:
+    error = await call_error(client, "terminal_exec", command="echo hi", limits=limits)
+    assert next(iter(limits)) in error and "less than or equal" in error, error
+
+
+async def test_the_largest_accepted_limits_still_run_the_command(client: Client) -> None:
+    result = await call(client, "terminal_exec", command="echo hi", limits={
+        "fsize_mb": 2**30, "cpu_sec": 10**8, "rss_mb": 2**30, "nofile": 1024})
+    assert result["exit_code"] == 0 and result["stdout"] == "hi\n", result

@@ -17,7 +17,7 @@ from .conftest import call, call_error, http_server_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.stdio]
 
-TOKEN = "test-token-123"
+TOKEN = "test-token-1234567"
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,16 @@ def test_non_loopback_bind_without_token_is_refused() -> None:
     )
     assert done.returncode == 2
     assert "without a token" in done.stderr
+
+
+def test_a_token_too_short_to_be_safe_is_refused_at_startup() -> None:
+    env = dict(os.environ, TERMINAL_TOOLS_TOKEN="short")
+    done = subprocess.run(
+        [sys.executable, "-m", "terminal_tools", "--transport", "http", "--port", "1"],
+        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert "shorter than 16 characters" in done.stderr and done.stdout == ""
 
 
 async def test_each_http_session_hears_only_of_its_own_jobs(http_server: str) -> None:

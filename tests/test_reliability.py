@@ -216,7 +216,7 @@ async def test_load_over_http() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, TERMINAL_TOOLS_TOKEN="load-token")
+    env = dict(os.environ, TERMINAL_TOOLS_TOKEN="load-token-0123456789")
     proc = subprocess.Popen([sys.executable, "-m", "terminal_tools", "--transport", "http",
                              "--port", str(port)], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -231,7 +231,7 @@ async def test_load_over_http() -> None:
         url = f"http://127.0.0.1:{port}/mcp"
 
         async def client(number: int) -> int:
-            async with Client(url, auth="load-token") as c:
+            async with Client(url, auth="load-token-0123456789") as c:
                 return await _caller(c, 10, f"h{number}")
 
         totals = await asyncio.gather(*(client(n) for n in range(20)))

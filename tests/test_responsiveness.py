@@ -185,3 +185,49 @@ async def test_a_flood_of_pty_output_stalls_no_one(two_clients: tuple[Client, Cl
         assert_answered_promptly(latencies)
     finally:
         await call(busy, "terminal_pty_close", session_id=session["session_id"])
+
+
+async def test_rendering_a_screen_full_of_costly_sequences_is_bounded(
+    two_clients: tuple[Client, Client],
+) -> None:
+    busy, other = two_clients
+    session = await call(busy, "terminal_pty_open")
+    try:
+        # ESC # 8 fills the whole screen with E: cheap to send, costly to emulate.
+        await call(busy, "terminal_pty_run", session_id=session["session_id"],
+                   command="python3 -c \"import sys; sys.stdout.write('\\x1b#8' * 22000)\"")
+        started = time.monotonic()
+        result, latencies = await latencies_while(
+            call(busy, "terminal_pty_run", session_id=session["session_id"],
+                 read_only=True, screen=True),
+            other,
+        )
+        assert time.monotonic() - started < 10.0
+        assert result["screen"] is not None
+        assert latencies and statistics.median(latencies) < 0.5, latencies
+        # The session still renders an ordinary screen afterwards.
+        ran = await call(busy, "terminal_pty_run", session_id=session["session_id"],
+                         command="clear; echo visible-line", screen=True)
+        assert "visible-line" in ran["screen"], ran["screen"]
+    finally:
+        await call(busy, "terminal_pty_close", session_id=session["session_id"])
+
+
+@pytest.mark.parametrize("tool,arguments", [
+    ("terminal_output_get", {"pattern": "(?:(?:a{1000}){1000}){10}"}),
+    ("terminal_job_logs", {"wait_for": "(?:(?:a{1000}){1000}){10}"}),
+])
+async def test_a_pattern_too_costly_to_compile_is_refused_at_once(
+    client: Client, tool: str, arguments: dict[str, Any]
+) -> None:
+    if tool == "terminal_output_get":
+        ran = await call(client, "terminal_exec", command="seq 2000", max_output_kb=1)
+        target = {"output_handle": ran["output_handle"]}
+    else:
+        job = await call(client, "terminal_job_start", command="echo hi")
+        target = {"job_id": job["job_id"]}
+    started = time.monotonic()
+    result = await client.call_tool(tool, {**target, **arguments}, raise_on_error=False)
+    assert result.is_error
+    assert "expand to 10,000,000 copies" in result.content[0].text, result.content[0].text
+    assert time.monotonic() - started < 2.0

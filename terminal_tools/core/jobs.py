@@ -32,6 +32,7 @@ from .buffers import StreamBuffer, decode_page
 from .commands import CommandPlan
 from .launch import LaunchGate
 from .notices import EndNotices, clip_command
+from .patterns import compile_pattern
 from .processes import Limits, ManagedProcess, ProcessRegistry, SpawnSpec
 from .semantics import Verdict, verdict_of_process
 
@@ -542,10 +543,7 @@ class JobManager:
             )
         pattern = None
         if wait_for is not None:
-            try:
-                pattern = regex.compile(wait_for, regex.MULTILINE)
-            except regex.error as exc:
-                raise InvalidInput(f"invalid wait_for regex: {exc}") from None
+            pattern = compile_pattern(wait_for, regex.MULTILINE, what="wait_for regex")
         started = time.monotonic()
         match_text: str | None = None
         matched: bool | None = None

@@ -17,6 +17,7 @@ import regex
 from ..errors import InvalidInput
 from ..models import OutputMatch, OutputPage
 from .buffers import StreamBuffer, decode_page
+from .patterns import compile_pattern
 from .store import OutputStore
 
 _SCAN_BLOCK = 1024 * 1024
@@ -107,10 +108,7 @@ async def _search(
     block at a time; the matching runs in a worker thread (the regex module releases the
     GIL while it matches), so a pathological pattern costs this call its time limit and
     never stalls another call."""
-    try:
-        pattern = regex.compile(pattern_text)
-    except regex.error as exc:
-        raise InvalidInput(f"invalid pattern: {exc}") from None
+    pattern = compile_pattern(pattern_text)
     if context < 0 or context > 50:
         raise InvalidInput("context must be between 0 and 50")
     scanner = _LineScanner(

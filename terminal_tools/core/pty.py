@@ -50,6 +50,7 @@ from .audit import elapsed_ms
 from .buffers import StreamBuffer
 from .destructive import destructive_warning
 from .noise import clean
+from .patterns import compile_pattern
 from .processes import ManagedProcess, SpawnSpec
 from .redact import StreamMasker
 from .semantics import Verdict, classify_exit
@@ -58,6 +59,8 @@ _MARKER = re.compile(rb"\x1b\]7770;([0-9a-f]+):(\d+);(-?\d+);([^\x07]*)\x07")
 _MARKER_MAX = 4096  # a marker (with $PWD) is never longer than this
 _READ_SIZE = 65536
 _SCREEN_REPLAY_BYTES = 64 * 1024
+_SCREEN_RENDER_BUDGET_SEC = 1.0
+_SCREEN_SLICE_BYTES = 256
 _SETTLE_SEC = 0.3  # read_only: output is "settled" after this long without new bytes
 _READ_ONLY_MAX_SEC = 2.0
 # Programs that read typed lines as commands (input to them is checked by the policy).
@@ -189,6 +192,7 @@ class PtySession:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self._screen_fed = 0  # offset up to which the emulator has seen the output
+        self._screen_stale = False  # the last render ran out of time: start afresh
         self._screen_lock = threading.Lock()  # the emulator is fed in worker threads
         self._render_order = asyncio.Lock()  # ... one render at a time, in offset order
         self.markers: list[Marker] = []
@@ -385,10 +389,21 @@ class PtySession:
 
     def _feed_and_render(self, data: bytes, replay: bool) -> tuple[str, tuple[int, int]]:
         with self._screen_lock:
-            if replay:
+            if replay or self._screen_stale:
+                # After a render that ran out of time, start afresh from what is new
+                # (replaying the same costly tail would run out of time again).
                 self.screen.reset()
-            with contextlib.suppress(Exception):  # a malformed sequence must not end the call
-                self.stream.feed(data)
+                self._screen_stale = False
+            # The cost of a byte varies a thousandfold (ESC # 8 fills the whole screen), so
+            # the emulator is fed in small slices under a time budget. Past it the screen
+            # shows what was fed so far.
+            deadline = time.monotonic() + _SCREEN_RENDER_BUDGET_SEC
+            for start in range(0, len(data), _SCREEN_SLICE_BYTES):
+                if time.monotonic() > deadline:
+                    self._screen_stale = True
+                    break
+                with contextlib.suppress(Exception):  # a malformed sequence must not end it
+                    self.stream.feed(data[start : start + _SCREEN_SLICE_BYTES])
             lines = [line.rstrip() for line in self.screen.display]
             while lines and not lines[-1]:
                 lines.pop()
@@ -727,10 +742,7 @@ class PtyManager:
     ) -> RunOutcome:
         """Wait until output since the last read matches ``pattern``."""
         session.touch()
-        try:
-            compiled = regex.compile(pattern, regex.MULTILINE)
-        except regex.error as exc:
-            raise InvalidInput(f"invalid expect regex: {exc}") from None
+        compiled = compile_pattern(pattern, regex.MULTILINE, what="expect regex")
         start = session.read_offset
         deadline = time.monotonic() + timeout
         hit = None

@@ -34,6 +34,7 @@ import regex
 from wcmatch import glob as wcglob
 
 from ..errors import InvalidInput, printable
+from .patterns import compile_pattern
 from .processes import forget_child, spawning
 
 Engine = Literal["ripgrep", "python"]
@@ -771,10 +772,7 @@ def _compile(request: SearchRequest) -> regex.Pattern[str]:
         flags |= regex.IGNORECASE
     if request.multiline:
         flags |= regex.DOTALL | regex.MULTILINE
-    try:
-        return regex.compile(source, flags)
-    except regex.error as exc:
-        raise InvalidInput(f"invalid regex: {exc}") from None
+    return compile_pattern(source, flags, what="regex")
 
 
 def search_python(request: SearchRequest) -> SearchOutcome:
