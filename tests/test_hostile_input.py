@@ -60,3 +60,20 @@ async def test_the_largest_accepted_limits_still_run_the_command(client: Client)
     result = await call(client, "terminal_exec", command="echo hi", limits={
         "fsize_mb": 2**30, "cpu_sec": 10**8, "rss_mb": 2**30, "nofile": 1024})
     assert result["exit_code"] == 0 and result["stdout"] == "hi\n", result
+
+
+@pytest.mark.parametrize("command", ["true", "exec 0<&-; echo closed-stdin"])
+async def test_a_command_that_does_not_read_its_stdin_still_runs_and_is_tracked(
+    client: Client, command: str
+) -> None:
+    result = await call(client, "terminal_exec", command=command, stdin="x" * 1_000_000)
+    assert result["exit_code"] == 0 and result["pid"] is not None, result
+    assert result.get("error") is None
+
+
+async def test_a_command_that_closes_stdin_early_still_meets_its_deadline(
+    client: Client,
+) -> None:
+    result = await call(client, "terminal_exec", command="exec 0<&-; sleep 30",
+                        stdin="x" * 1_000_000, timeout_sec=2)
+    assert result["timed_out"] is True and result["pid"] is not None, result

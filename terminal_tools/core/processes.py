@@ -556,7 +556,11 @@ class ProcessRegistry:
                 raise
         del transport  # kept by the process since connection_made
         if spec.stdin is not None:
-            process.write_stdin(spec.stdin)
+            # A child may exit or close its stdin before reading it all (`true`, `head -1`):
+            # as with `printf data | true`, what it did not read is dropped; the command
+            # was started all the same and is tracked like any other.
+            with contextlib.suppress(ProcessLookupError):
+                process.write_stdin(spec.stdin)
             if not spec.keep_stdin_open:
                 process.close_stdin()
         return process
