@@ -102,6 +102,9 @@ TABLE: list[Attempt] = [
     Attempt("job", "bash", switch="interactive_shells", why="a job's stdin is written later"),
     Attempt("job", "sh -s", switch="interactive_shells"),
     # -- wrappers ------------------------------------------------------------------------
+    Attempt("exec", "env " * 9 + "rm -rf victim", why="more wrappers than were once unwrapped"),
+    Attempt("exec", "nice " * 10 + "rm -rf victim"),
+    Attempt("exec", "env " * 20 + "rm -rf victim", why="past the wrapper bound: fails closed"),
     Attempt("exec", "setsid rm -rf victim"),
     Attempt("exec", "flock /tmp/tt-lock rm -rf victim"),
     Attempt("exec", "flock /tmp/tt-lock -c 'rm -rf victim'"),

@@ -6,7 +6,10 @@ seconds, not tens of milliseconds."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -49,8 +52,34 @@ async def latencies_while(work: Awaitable[Any], other: Client) -> tuple[Any, lis
 
 
 def assert_answered_promptly(latencies: list[float]) -> None:
+    """A stalled loop shows as seconds. The bound is the issue's 100 ms, widened on a
+    machine already so loaded that an idle server's answers come slowly (shared CI)."""
     assert latencies, "the expensive call finished before any other call was timed"
-    assert statistics.median(latencies) < ANSWER_WITHIN, latencies
+    bound = max(ANSWER_WITHIN, 4 * _idle_latency())
+    assert statistics.median(latencies) < bound, (bound, latencies)
+
+
+@functools.cache
+def _idle_latency() -> float:
+    """The median time of terminal_exec("true") on an idle server, measured in a child
+    process so that nothing of this test's own server interferes."""
+    script = (
+        "import asyncio, statistics, time\n"
+        "from fastmcp import Client\n"
+        "from terminal_tools.server import build_server\n"
+        "async def main():\n"
+        "    async with Client(build_server()) as c:\n"
+        "        times = []\n"
+        "        for _ in range(7):\n"
+        "            t = time.monotonic()\n"
+        "            await c.call_tool('terminal_exec', {'command': 'true'})\n"
+        "            times.append(time.monotonic() - t)\n"
+        "        print(statistics.median(times))\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("tool,extra", [

@@ -783,6 +783,11 @@ def shell_input(command: SimpleCommand) -> ShellInput:
     return ShellInput("stdin", interactive=interactive, rcfiles=tuple(rcfiles))
 
 
+# How many wrappers (env, nice, sudo, timeout, xargs ...) are looked through; a command
+# wrapped deeper than this is treated as unknowable by the policy.
+MAX_WRAPPERS = 16
+
+
 def unwrap(command: SimpleCommand) -> list[SimpleCommand]:
     """The command itself and the commands it runs through known wrappers.
 
@@ -792,7 +797,7 @@ def unwrap(command: SimpleCommand) -> list[SimpleCommand]:
     """
     out = [command]
     current = command
-    for _ in range(8):  # wrappers nest rarely; bound the work
+    for _ in range(MAX_WRAPPERS):  # wrappers nest rarely; bound the work
         inner = _strip_wrapper(current)
         if inner is None:
             break
@@ -804,9 +809,15 @@ def unwrap(command: SimpleCommand) -> list[SimpleCommand]:
     return out
 
 
+def wraps_further(command: SimpleCommand) -> bool:
+    """Whether ``command`` is itself a wrapper of another (past MAX_WRAPPERS levels, what
+    finally runs is not known)."""
+    return _strip_wrapper(command) is not None
+
+
 def innermost(command: SimpleCommand) -> SimpleCommand:
     result = command
-    for _ in range(8):
+    for _ in range(MAX_WRAPPERS):
         inner = _strip_wrapper(result)
         if inner is None:
             return result

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import (
+    MAX_WRAPPERS,
     Analysis,
     SimpleCommand,
     analyze,
@@ -38,6 +39,7 @@ from .analysis import (
     reads_stdin_path,
     shell_input,
     unwrap,
+    wraps_further,
 )
 
 # Builtins that only change the shell's own state or print: allowed in allow mode without
@@ -506,6 +508,8 @@ class _Collector:
             resolved = command.resolved()
             source = command.stdin or stdin
             links = unwrap(resolved)
+            if wraps_further(links[-1]):
+                self.uncertain.append(f"more than {MAX_WRAPPERS} wrappers around one command")
             separator = " | " if command.stdin == ("pipe", None) else " ; "
             rendered.append(separator + " ".join((resolved.program, *resolved.args)))
             last = links[-1]
