@@ -539,3 +539,25 @@ async def test_exit_code_null_cases(agent: Client) -> None:
     page = await call(agent, "terminal_job_logs", job_id=job["job_id"])
     assert page["status"] == "running" and page["exit_code"] is None
     await call(agent, "terminal_job_manage", action="signal_kill", job_id=job["job_id"])
+
+
+async def test_glob_past_its_time_limit_says_timed_out(tmp_path: Path) -> None:
+    for index in range(20000):
+        (tmp_path / f"f{index:05}.txt").write_text("")
+    async with make_client(search_engine="python", search_timeout_sec=0.01) as c:
+        result = await call(c, "terminal_glob", pattern="*.txt", path=str(tmp_path),
+                            max_results=100000)
+    assert result["timed_out"] is True and result["truncated"] == "timeout"
+    assert len(result["paths"]) < 20000
+
+
+async def test_find_predicate_calls(agent: Client) -> None:
+    either = await call(agent, "terminal_exec",
+                        command=r"find . \( -name '*.log' -o -name '*.txt' \) -type f",
+                        shell=True)
+    assert sorted(either["stdout"].split()) == ["./build/out.log", "./server.log",
+                                                "./src/notes.txt"]
+    pruned = await call(agent, "terminal_exec",
+                        command="find . -path '*/build' -prune -o -name '*.py' -print",
+                        shell=True)
+    assert pruned["stdout"].split() == ["./src/app.py"] and pruned["semantic_status"] == "ok"
