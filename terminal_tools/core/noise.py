@@ -20,7 +20,17 @@ _ESCAPE = re.compile(
 )
 # Control characters that carry no text (tab, newline and carriage return are handled).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
-_NEEDS_WORK = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
+# The bytes that make a line need cleaning: every control byte but tab and newline
+# (carriage return and escape included).
+_NOISY = bytes(range(0x00, 0x09)) + bytes(range(0x0B, 0x20)) + b"\x7f"
+
+
+def _needs_work(data: bytes) -> bool:
+    # bytes.translate deleting the noisy bytes is one C loop over the data, about ten
+    # times faster than a regex search for a byte class: plain output (nearly all of
+    # it) costs a pass at memory speed.
+    return len(data.translate(None, _NOISY)) != len(data)
+
 
 # A line longer than this without a newline is processed anyway (bounded memory).
 _MAX_PENDING = 64 * 1024
@@ -28,7 +38,7 @@ _MAX_PENDING = 64 * 1024
 
 def clean_line(line: bytes) -> bytes:
     """Strip escapes and keep only what the last carriage return left visible."""
-    if not _NEEDS_WORK.search(line):
+    if not _needs_work(line):
         return line
     line = _ESCAPE.sub(b"", line)
     newline = line.endswith(b"\n")
@@ -44,7 +54,7 @@ def clean_line(line: bytes) -> bytes:
 
 def clean(data: bytes) -> bytes:
     """Clean a complete text (not a stream)."""
-    if not _NEEDS_WORK.search(data):
+    if not _needs_work(data):
         return data
     # Not bytes.splitlines(): it would also split at the carriage returns we collapse.
     lines = data.split(b"\n")
