@@ -224,17 +224,11 @@ class PtySession:
             self.buffer.close()
             return
         if self.masker is not None:
+            # A possible start of a secret is held until the bytes that decide it arrive
+            # (releasing it on a timer let a value written in two pieces through); a
+            # prompt marker decides everything before it.
             data = self.masker.feed(data)
-            if self.masker.pending:
-                # Possibly the start of a secret: decide soon even if nothing follows.
-                asyncio.get_running_loop().call_later(0.05, self._flush_masker)
         self._take(data)
-
-    def _flush_masker(self) -> None:
-        if self.closed:
-            return
-        if self.masker is not None and self.masker.pending and not self.buffer.eof:
-            self._take(self.masker.flush())
 
     def _take(self, data: bytes) -> None:
         if not data:
@@ -369,6 +363,9 @@ class PtySession:
         )
         if not raw:
             data = clean(data.replace(b"\r\n", b"\n"))
+        if self.masker is not None:
+            # Again after cleaning and marker removal, which join what was apart.
+            data = self.masker.redactor.mask(data)
         return data.decode("utf-8", "replace"), chunk.dropped
 
     async def render_screen(self) -> tuple[str, tuple[int, int]]:
@@ -407,7 +404,11 @@ class PtySession:
             lines = [line.rstrip() for line in self.screen.display]
             while lines and not lines[-1]:
                 lines.pop()
-            return "\n".join(lines), (self.screen.cursor.y + 1, self.screen.cursor.x + 1)
+            text = "\n".join(lines)
+            if self.masker is not None:
+                # Cursor moves can draw a value from pieces that were never adjacent.
+                text = self.masker.redactor.mask_text(text)
+            return text, (self.screen.cursor.y + 1, self.screen.cursor.x + 1)
 
 
 class PtyManager:
@@ -480,7 +481,7 @@ class PtyManager:
         )
         session.cwd = plan.cwd
         session.tty_path = tty_path
-        session.masker = plan.redactor.stream() if plan.redactor else None
+        session.masker = plan.redactor.stream(_MARKER) if plan.redactor else None
         self.sessions[session_id] = session
         asyncio.get_running_loop().add_reader(master, session._on_readable)
         try:
@@ -510,6 +511,9 @@ class PtyManager:
         except TimeoutError:
             raise InvalidInput("the shell did not start in the PTY within 10 s") from None
         session.read_offset = marker.end
+        # The screen starts after the setup: bash's first prompt and the echoed setup line
+        # (it is typed before echo is off) are not the session's output.
+        session._screen_fed = marker.end
 
     async def close(self, session: PtySession, *, force: bool) -> tuple[str, int | None]:
         """Polite ``exit`` (unless forced or busy), then end the whole tree."""

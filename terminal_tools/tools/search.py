@@ -173,9 +173,9 @@ def register(mcp: FastMCP) -> None:
             for match in outcome.matches:
                 tally[match["path"]] = tally.get(match["path"], 0) + 1
             counts = [{"path": path, "count": n} for path, n in sorted(tally.items())]
-        return structured(
-            payload_of(SearchResult, outcome, root=root, counts=counts, ended_jobs=[])
-        )
+        payload = payload_of(SearchResult, outcome, root=root, counts=counts, ended_jobs=[])
+        # A file's content or name can hold a secret's value, like a command's output.
+        return structured(runtime.redactor.mask_tree(payload))
 
     @mcp.tool(tags={"basic"}, title="Find files by name", annotations=READ_ONLY)
     async def terminal_glob(
@@ -225,12 +225,13 @@ def register(mcp: FastMCP) -> None:
             )
         except UserError as exc:
             reply_to(exc)
+        mask = runtime.redactor.mask_tree
         return GlobResult(
-            paths=outcome.files,
+            paths=mask(outcome.files),
             count=outcome.total,
             truncated=outcome.truncated,
             timed_out=outcome.truncated == "timeout",
-            expanded_pattern=outcome.expanded,
+            expanded_pattern=mask(outcome.expanded),
             root=root,
             sort=sort,
             engine=outcome.engine,
